@@ -1,0 +1,155 @@
+"""Ask a model to author an environment, parse its reply, validate the result.
+
+Why a forgiving parser: real models wrap code in prose and fences, or forget
+the metadata block. Anything we cannot parse becomes a *rejected* environment
+with the reason, never an exception that kills the author's whole batch.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+
+from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, sha256_text
+
+AUTHOR_SYSTEM_PROMPT = (
+    "You design interactive text environments that test other language-model agents. "
+    "You write one Python class per environment, a privileged hint, and a reference solution."
+)
+
+AUTHOR_BRIEF = """Write one interactive environment as a single Python class.
+
+Protocol (EnvDuels format v1):
+- The class is constructed as Cls(max_turns=N).
+- reset(seed) -> (observation: str, info: dict). The same seed must give the same game.
+- step(action: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, info: dict).
+  The action arrives as the string "\\boxed{{ACTION}}". The episode succeeds when it ends with
+  terminated=True and reward > 0. Stop with truncated=True after max_turns steps.
+- Define reference_actions(self, seed) -> list[str]: actions (without \\boxed{{}}) that win the game for
+  that seed within max_turns. It proves your environment is winnable on seeds {seeds}.
+- Standard library only (random, re, math, itertools, collections, ...). No files, network or processes.
+
+What makes a good environment: a capable player usually FAILS it cold but PASSES it when given your
+hint. The hint must reveal useful structure, never the literal answer.
+
+Reply with the code in a ```python block followed by a ```json block:
+{{"class_name": "...", "domain": "...", "hint": "...", "max_turns": N}}
+
+Domain brief: {domain}
+Environment slot: {slot} of {count}
+"""
+
+
+class AuthorReplyError(ValueError):
+    pass
+
+
+@dataclass
+class ParsedReply:
+    source: str
+    class_name: str
+    domain: str
+    hint: str
+    max_turns: int
+    family: str | None = None
+
+
+def author_messages(slot: int, count: int, domain: str = "any domain you like",
+                    seeds: list[int] | tuple[int, ...] = DEFAULT_SEEDS) -> list[dict[str, str]]:
+    user = AUTHOR_BRIEF.format(domain=domain, slot=slot, count=count, seeds=list(seeds))
+    return [{"role": "system", "content": AUTHOR_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
+
+
+def parse_author_reply(text: str) -> ParsedReply:
+    """Extract source and metadata from a free-form author reply; raise AuthorReplyError with the reason."""
+    blocks = [(lang.lower(), body) for lang, body in FENCE.findall(text)]
+    code = next((b for lang, b in blocks if lang in ("python", "py")), None)
+    if code is None:
+        code = next((b for lang, b in blocks if "class " in b and "def " in b), None)
+    if code is None:
+        raise AuthorReplyError("reply contains no ```python code block")
+    meta: dict = {}
+    raw_json = next((b for lang, b in blocks if lang == "json"), None)
+    if raw_json is None:
+        m = re.search(r"\{[^{}]*\"class_name\"[^{}]*\}", text)
+        raw_json = m.group(0) if m else None
+    if raw_json is not None:
+        try:
+            meta = json.loads(raw_json)
+        except json.JSONDecodeError as exc:
+            raise AuthorReplyError(f"metadata block is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(meta, dict):
+            raise AuthorReplyError("metadata block must be a JSON object")
+    class_name = meta.get("class_name") or _infer_class(code)
+    hint = meta.get("hint")
+    if not isinstance(hint, str) or not hint.strip():
+        raise AuthorReplyError("reply gives no hint (metadata field 'hint' is missing or empty)")
+    try:
+        max_turns = int(meta.get("max_turns", 10))
+    except (TypeError, ValueError):
+        raise AuthorReplyError(f"max_turns {meta.get('max_turns')!r} is not an integer") from None
+    if not 1 <= max_turns <= 200:
+        raise AuthorReplyError(f"max_turns {max_turns} is outside 1..200")
+    return ParsedReply(source=code, class_name=str(class_name), domain=str(meta.get("domain") or "unknown"),
+                       hint=hint.strip(), max_turns=max_turns, family=meta.get("family"))
+
+
+def _infer_class(code: str) -> str:
+    """The one class in the source that defines both reset and step."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        m = re.search(r"^class\s+([A-Za-z_]\w*)", code, re.M)
+        if m:
+            return m.group(1)
+        raise AuthorReplyError("metadata gives no class_name and the code defines no class") from None
+    found = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
+             and {"reset", "step"} <= {f.name for f in n.body if isinstance(f, ast.FunctionDef)}]
+    if len(found) != 1:
+        raise AuthorReplyError(f"metadata gives no class_name and the code defines {len(found)} environment classes")
+    return found[0]
+
+
+def make_env_id(author: str, round_: int, slot: int, source: str) -> str:
+    return f"{author}.r{round_}.{slot}.{sha256_text(source)[:8]}"
+
+
+def spec_from_reply(author: str, slot: int, reply: str, seeds: list[int], round_: int = 0) -> EnvironmentSpec:
+    """A spec ready for validation, or an already-rejected spec carrying the parse failure."""
+    try:
+        parsed = parse_author_reply(reply)
+    except AuthorReplyError as exc:
+        return EnvironmentSpec(env_id=make_env_id(author, round_, slot, reply), author=author, class_name="Unparsed",
+                               max_turns=1, source=reply, hint="", benchmark_seeds=seeds, valid=False,
+                               reject_reason=f"unparsable author reply: {exc}", round=round_)
+    return EnvironmentSpec(env_id=make_env_id(author, round_, slot, parsed.source), author=author,
+                           domain=parsed.domain, class_name=parsed.class_name, max_turns=parsed.max_turns,
+                           source=parsed.source, hint=parsed.hint, benchmark_seeds=seeds, family=parsed.family,
+                           round=round_)
+
+
+async def author_environments(gateway, author: str, count: int, seeds: list[int], limits=None,
+                              round_: int = 0, domain: str = "any domain you like",
+                              on_progress=None) -> list[EnvironmentSpec]:
+    """Have ``author`` write ``count`` environments and validate each in the sandbox.
+
+    An LLMError from the gateway propagates: an infrastructure failure must not be
+    recorded as an author's invalid environment.
+    """
+    from envduels_dagster.core.validation import validate_environment
+
+    specs = []
+    for slot in range(count):
+        reply = await gateway.chat(author, author_messages(slot, count, domain, seeds), seed=slot)
+        spec = spec_from_reply(author, slot, reply.text, seeds, round_)
+        if spec.reject_reason is None:
+            spec = await validate_environment(spec, limits)
+        specs.append(spec)
+        if on_progress is not None:
+            on_progress(slot + 1, count, spec)
+    return specs

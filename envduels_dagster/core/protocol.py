@@ -1,0 +1,127 @@
+"""The environment protocol (EnvDuels export format v1 compatible) and its domain records.
+
+Why here: every other module (sandbox, validation, runner, warehouse) speaks in
+these types, so the protocol's rules live in exactly one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Condition = Literal["cold", "hinted"]
+EpisodeStatus = Literal["success", "failure", "incomplete"]
+# terminated/max_turns/truncated end a played episode; env_error and llm_error make it incomplete
+# (env_error: the environment broke; llm_error: the model call failed after retries).
+StopReason = Literal["terminated", "truncated", "max_turns", "env_error", "llm_error"]
+
+DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3)
+
+SOLVER_SYSTEM_PROMPT = (
+    "You are playing an interactive language game. Each turn you receive an observation "
+    "and reply with exactly one action. Put your action inside \\boxed{...}; only the final "
+    "\\boxed{} of your reply counts. Replies without a \\boxed{} action waste the turn."
+)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def parse_boxed(text: str) -> str | None:
+    """Return the content of the final balanced ``\\boxed{...}`` in ``text``, or None.
+
+    Braces inside the box must balance (``\\boxed{f{x}}`` -> ``f{x}``); an unclosed
+    final box falls back to the last closed one before it.
+    """
+    marker = "\\boxed{"
+    found: str | None = None
+    start = text.find(marker)
+    while start != -1:
+        i = start + len(marker)
+        depth = 1
+        j = i
+        while j < len(text) and depth:
+            if text[j] == "{":
+                depth += 1
+            elif text[j] == "}":
+                depth -= 1
+            j += 1
+        if depth == 0:
+            found = text[i : j - 1].strip()
+        start = text.find(marker, start + len(marker))
+    return found
+
+
+def format_action(action: str) -> str:
+    """The action string environments receive: always boxed, as the export format expects."""
+    return f"\\boxed{{{action}}}"
+
+
+def first_user_message(observation: str, hint: str | None) -> str:
+    """First user turn by convention: ``Hint: ...`` (hinted only) then ``Observation: ...``."""
+    if hint:
+        return f"Hint: {hint}\n\nObservation: {observation}"
+    return f"Observation: {observation}"
+
+
+def is_success(terminated: bool, reward: float) -> bool:
+    return bool(terminated) and reward > 0
+
+
+class EnvironmentSpec(BaseModel):
+    """One authored (or imported) environment, valid or rejected."""
+
+    env_id: str
+    author: str
+    domain: str = "unknown"
+    class_name: str
+    max_turns: int = Field(ge=1, le=200)
+    source: str
+    source_sha256: str = ""
+    hint: str = ""
+    benchmark_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_SEEDS))
+    valid: bool = False
+    reject_reason: str | None = None
+    winnability: Literal["proven", "unproven", "failed"] = "unproven"
+    family: str | None = None  # author's own label, informational only
+    round: int = 0
+    parent_env_id: str | None = None
+
+    def model_post_init(self, _ctx: Any) -> None:
+        if not self.source_sha256:
+            self.source_sha256 = sha256_text(self.source)
+
+
+class Turn(BaseModel):
+    action: str | None  # None: format error (no parsable \boxed{})
+    reply: str
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+
+
+class EpisodeRecord(BaseModel):
+    """One played episode. ``incomplete`` episodes never count as solver failures."""
+
+    env_id: str
+    author: str
+    solver: str
+    condition: Condition
+    seed: int
+    status: EpisodeStatus
+    stop_reason: StopReason
+    turns: int = 0
+    format_errors: int = 0
+    final_reward: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    model_calls: int = 0
+    cached_calls: int = 0
+    error: str | None = None
+    transcript: list[dict[str, str]] = Field(default_factory=list)

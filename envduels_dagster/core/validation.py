@@ -1,0 +1,106 @@
+"""Validate an environment in the sandbox before anyone plays it.
+
+Why so strict: a broken, random or unwinnable environment poisons every
+statistic computed from it. Every rejection carries a specific reason and
+counts against the author's validity rate; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+
+from envduels_dagster.core.protocol import EnvironmentSpec, format_action, is_success
+from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Rejected(Exception):
+    pass
+
+
+def hint_leaks(hint: str, actions: list[str]) -> bool:
+    """True when every reference action appears in the hint, in order, as whole words."""
+    if not actions:
+        return False
+    pos = 0
+    for action in actions:
+        m = re.compile(rf"(?<![\w]){re.escape(action.strip())}(?![\w])").search(hint, pos)
+        if m is None:
+            return False
+        pos = m.end()
+    return True
+
+
+async def validate_environment(spec: EnvironmentSpec, limits: SandboxLimits | None = None) -> EnvironmentSpec:
+    """Return a copy of ``spec`` with ``valid``, ``reject_reason`` and ``winnability`` set."""
+    try:
+        winnability = await _check(spec, limits)
+    except Rejected as exc:
+        failed = str(exc).startswith("reference solution")
+        return spec.model_copy(update={"valid": False, "reject_reason": str(exc),
+                                       "winnability": "failed" if failed else spec.winnability})
+    return spec.model_copy(update={"valid": True, "reject_reason": None, "winnability": winnability})
+
+
+async def _check(spec: EnvironmentSpec, limits: SandboxLimits | None) -> str:
+    if not spec.source.strip():
+        raise Rejected("source is empty")
+    if not IDENTIFIER.match(spec.class_name):
+        raise Rejected(f"class name {spec.class_name!r} is not a Python identifier")
+    if not spec.benchmark_seeds:
+        raise Rejected("no benchmark seeds")
+    if spec.hint is not None and spec.hint != "" and not spec.hint.strip():
+        raise Rejected("hint is blank")
+    phase = "loading"
+    try:
+        async with SandboxedEnv(spec.source, spec.class_name, spec.max_turns, limits) as env:
+            for seed in spec.benchmark_seeds:
+                phase = f"reset(seed={seed})"
+                first = await env.reset(seed)
+                second = await env.reset(seed)
+                if first != second:
+                    raise Rejected(f"reset is not deterministic for seed {seed}: {_first_difference(first, second)}")
+            if not env.has_reference:
+                seed = spec.benchmark_seeds[0]
+                phase = f"step() after reset(seed={seed})"
+                await env.reset(seed)
+                await env.step(format_action("noop"))
+                return "unproven"
+            refs: dict[int, list[str]] = {}
+            for seed in spec.benchmark_seeds:
+                phase = f"reference_actions(seed={seed})"
+                actions = refs[seed] = await env.reference_actions(seed)
+                if not actions:
+                    raise Rejected(f"reference_actions(seed={seed}) returned no actions")
+                phase = f"replaying the reference on seed {seed}"
+                await env.reset(seed)
+                won = False
+                for action in actions[: spec.max_turns]:
+                    _, reward, terminated, truncated, _ = await env.step(format_action(action))
+                    if terminated or truncated:
+                        won = is_success(terminated, reward)
+                        break
+                if not won:
+                    raise Rejected(
+                        f"reference solution does not win seed {seed} within max_turns={spec.max_turns} "
+                        f"({len(actions)} reference actions)"
+                    )
+            if spec.hint:
+                leaked = [s for s in spec.benchmark_seeds if hint_leaks(spec.hint, refs[s])]
+                if len(leaked) * 2 >= len(spec.benchmark_seeds):
+                    raise Rejected(
+                        f"hint reveals the reference solution verbatim (seeds {', '.join(map(str, leaked))})"
+                    )
+            return "proven"
+    except SandboxError as exc:
+        raise Rejected(f"{exc.kind} during {phase}: {exc.message}") from None
+
+
+
+def _first_difference(a: tuple[str, dict], b: tuple[str, dict]) -> str:
+    if a[0] == b[0]:
+        return "two resets gave the same observation but different info dicts"
+    i = next((k for k, (x, y) in enumerate(zip(a[0], b[0])) if x != y), min(len(a[0]), len(b[0])))
+    lo = max(0, i - 20)
+    return f"two resets differ at character {i}: {a[0][lo:i + 20]!r} vs {b[0][lo:i + 20]!r}"

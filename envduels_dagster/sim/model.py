@@ -1,0 +1,42 @@
+"""The simulated model behind the gateway: one deterministic function of the request.
+
+Why a pure function of (profile, messages, seed): the same request must give
+the same reply in-process and over HTTP (``serve-sim``), so cached, resumed and
+remote runs all agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+
+from envduels_dagster.core.authoring import AUTHOR_SYSTEM_PROMPT
+from envduels_dagster.sim.author import write_environment
+from envduels_dagster.sim.profiles import SimProfile, get_profile
+from envduels_dagster.sim.solver import solve
+
+from envduels_dagster.core.registry import SIM_PREFIX  # noqa: E402  (re-exported)
+
+
+class SimulatedModel:
+    def __init__(self, profile: SimProfile | str):
+        self.profile = get_profile(profile) if isinstance(profile, str) else profile
+
+    def respond(self, messages: list[dict], seed: int | None = None) -> str:
+        digest = hashlib.sha256(
+            json.dumps([self.profile.name, seed, messages], sort_keys=True).encode()
+        ).digest()
+        rng = random.Random(int.from_bytes(digest[:8], "big"))
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+        if system.startswith(AUTHOR_SYSTEM_PROMPT[:60]):
+            user = messages[-1]["content"]
+            m = re.search(r"Environment slot: (\d+)", user)
+            return write_environment(self.profile, int(m.group(1)) if m else 0, rng)
+        return solve(self.profile, messages, rng)
+
+
+def profile_for_model_string(model: str) -> str:
+    """``envduels-sim/expert`` -> ``expert``."""
+    return model[len(SIM_PREFIX):]

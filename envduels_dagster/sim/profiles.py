@@ -1,0 +1,74 @@
+"""Skill profiles of the simulated models.
+
+Solver skill and authoring style are set independently, as the EnvDuels paper
+observes for real models (the best solvers are rarely the best authors).
+
+Solver knobs (all act on *how* the model plays, never on outcomes):
+  precision      chance of choosing the best move its strategy knows (else a random legal one)
+  memory         how many past (action, observation) turns it takes into account
+  slip           chance of a malformed reply with no \\boxed{} (a format error costing the turn)
+  hint_use       chance of understanding and applying a given hint on a turn
+  search_budget  how many candidates it can examine when deducing a code
+  rules          sequence rules it can recognise unaided, simplest first
+
+Author knobs:
+  difficulty     0..1, how hard it tunes its environments (size vs. turn budget)
+  hint_quality   chance its hint reveals the structure (else a vague, useless hint)
+  sloppiness     chance an environment is defective (leaky hint, unseeded randomness,
+                 wrong reference, broken source, or no code at all), which validation rejects
+  families       environment families it prefers, in order
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SimProfile:
+    name: str
+    skill_rank: int  # 1 = strongest solver; documented order the rankings should recover
+    precision: float
+    memory: int
+    slip: float
+    hint_use: float
+    search_budget: int
+    rules: tuple[str, ...]
+    difficulty: float
+    hint_quality: float
+    sloppiness: float
+    families: tuple[str, ...]
+
+
+PROFILES: dict[str, SimProfile] = {
+    p.name: p
+    for p in (
+        SimProfile("oracle", 1, 0.97, 64, 0.0, 1.0, 5000,
+                   ("arithmetic", "geometric", "quadratic", "fibonacci"),
+                   difficulty=0.9, hint_quality=0.45, sloppiness=0.05,
+                   families=("codelock", "maze", "sequence", "guess")),
+        SimProfile("expert", 2, 0.85, 24, 0.02, 0.95, 1200,
+                   ("arithmetic", "geometric", "quadratic"),
+                   difficulty=0.75, hint_quality=0.6, sloppiness=0.08,
+                   families=("maze", "codelock", "guess", "sequence")),
+        SimProfile("journeyman", 3, 0.7, 10, 0.05, 0.85, 300,
+                   ("arithmetic", "geometric"),
+                   difficulty=0.55, hint_quality=0.9, sloppiness=0.1,
+                   families=("guess", "sequence", "maze", "codelock")),
+        SimProfile("apprentice", 4, 0.5, 5, 0.1, 0.75, 80,
+                   ("arithmetic",),
+                   difficulty=0.45, hint_quality=0.95, sloppiness=0.15,
+                   families=("sequence", "guess", "codelock", "maze")),
+        SimProfile("novice", 5, 0.3, 2, 0.18, 0.6, 20,
+                   ("arithmetic",),
+                   difficulty=0.25, hint_quality=0.7, sloppiness=0.3,
+                   families=("guess", "sequence", "maze", "codelock")),
+    )
+}
+
+
+def get_profile(name: str) -> SimProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise KeyError(f"unknown simulated profile {name!r}; known: {', '.join(PROFILES)}") from None
