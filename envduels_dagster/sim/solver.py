@@ -215,5 +215,7 @@ def _fallback(view: GameView, rng: random.Random) -> str:
     options = re.findall(r"\b(north|south|east|west|yes|no|left|right|up|down)\b", view.current, re.I)
     if options:
         return rng.choice(options).lower()
+    if (either := re.search(r"\b([A-Za-z]+) or ([A-Za-z]+)\b", view.current)):
+        return rng.choice(either.groups()).lower()
     numbers = re.findall(r"-?\d+", view.current)
     return rng.choice(numbers) if numbers else "1"

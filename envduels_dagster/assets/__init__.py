@@ -1,0 +1,1 @@
+"""Software-defined assets of the duel pipeline (DESIGN §5)."""

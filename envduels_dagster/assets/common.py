@@ -1,0 +1,24 @@
+"""Small helpers shared by the asset modules: timestamps and Markdown tables for the UI."""
+
+
+import datetime as dt
+
+import pandas as pd
+
+OWNERS = ["team:envduels"]
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = ".2f", max_rows: int = 50) -> str:
+    if df.empty:
+        return "_no rows_"
+    df = df.head(max_rows)
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,74 @@
+"""``duel_episodes``: a solver plays every valid environment of an author, cold and hinted."""
+
+
+import asyncio
+import time
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.authoring import authored_environments
+from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.registry import model_registry
+from envduels_dagster.core.episodes import play_pair
+from envduels_dagster.core.protocol import EnvironmentSpec
+from envduels_dagster.core.stats import pair_lift
+from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows
+from envduels_dagster.partitions import by_author, pair_partitions
+from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
+
+
+@dg.asset(
+    partitions_def=pair_partitions,
+    deps=[model_registry,
+          dg.AssetDep(authored_environments,
+                      partition_mapping=by_author)],
+    group_name="duel", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+    description="Episodes of one (author, solver) pair: every valid environment of the author x its benchmark "
+                "seeds x {cold, hinted}. Self pairs are played and flagged. Table `episodes`.",
+)
+def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
+                  settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    keys = context.partition_key.keys_by_dimension
+    author, solver = keys["author"], keys["solver"]
+    registry = gateway.registry()
+    solver_entry = registry.get(solver)
+    with warehouse.get_connection() as conn:
+        env_rows = read_table(conn, "environments", {"author": author, "round": 0})
+    if env_rows.empty:
+        raise dg.Failure(f"no environments for author {author!r}: materialize authored_environments[{author}] first")
+    envs = [EnvironmentSpec(**{k: (list(v) if k == "benchmark_seeds" else v) for k, v in row.items()
+                               if k in EnvironmentSpec.model_fields and v is not None})
+            for row in env_rows.to_dict("records")]
+    gw = gateway.gateway(registry)
+    t0 = time.perf_counter()
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        if done == total or time.perf_counter() - last[0] > 5:
+            last[0] = time.perf_counter()
+            context.log.info(f"{author} x {solver}: {done}/{total} episodes")
+
+    records = asyncio.run(play_pair(gw, solver, envs, sandbox.limits(), settings.episode_concurrency, progress))
+    df = episodes_frame(records, {e.env_id: e.max_turns for e in envs}, solver_entry.version, utcnow())
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "episodes", df, {"author": author, "solver": solver})
+    done = df[df["status"] != "incomplete"]
+    rates = done.groupby("condition")["status"].apply(lambda s: (s == "success").mean()).to_dict()
+    lift = pair_lift(df)
+    return dg.MaterializeResult(metadata={
+        "num_rows": len(df),
+        "valid_envs": sum(e.valid for e in envs),
+        "incomplete": int((df["status"] == "incomplete").sum()),
+        "pass_rate_cold": float(rates.get("cold", 0.0)),
+        "pass_rate_hinted": float(rates.get("hinted", 0.0)),
+        "lift": float(lift["lift"].iloc[0]) if len(lift) else 0.0,
+        "is_self_pair": author == solver,
+        "cost_usd": float(df["cost_usd"].sum()),
+        "tokens": int(df["prompt_tokens"].sum() + df["completion_tokens"].sum()),
+        "model_calls": sum(gw.stats.backend_calls.values()),
+        "cache_hits": sum(gw.stats.cache_hits.values()),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "stop_reasons": dg.MetadataValue.md(markdown_table(
+            df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
+    })

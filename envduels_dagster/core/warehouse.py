@@ -1,0 +1,95 @@
+"""The DuckDB warehouse: table contract and partition-exact writes.
+
+Why delete+insert in one transaction: a partition's rows are replaced exactly,
+so re-materializing a pair never duplicates or half-writes rows, and readers
+see either the old rows or the new ones. Takes a plain DuckDB connection so
+that it is usable without Dagster (tests, notebooks, the CLI).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+SCHEMA = {
+    "model_registry": """
+        name VARCHAR PRIMARY KEY, model VARCHAR, api_base VARCHAR, api_key_env VARCHAR, version VARCHAR,
+        pool VARCHAR, provider VARCHAR, simulated BOOLEAN, temperature DOUBLE, max_tokens INTEGER,
+        max_concurrency INTEGER, input_cost_per_mtok DOUBLE, output_cost_per_mtok DOUBLE""",
+    "environments": """
+        env_id VARCHAR, author VARCHAR, round INTEGER, domain VARCHAR, family VARCHAR, class_name VARCHAR,
+        max_turns INTEGER, source VARCHAR, source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds INTEGER[],
+        valid BOOLEAN, reject_reason VARCHAR, winnability VARCHAR, parent_env_id VARCHAR,
+        author_version VARCHAR, materialized_at TIMESTAMP""",
+    "episodes": """
+        env_id VARCHAR, author VARCHAR, solver VARCHAR, condition VARCHAR, seed INTEGER, status VARCHAR,
+        stop_reason VARCHAR, turns INTEGER, max_turns INTEGER, format_errors INTEGER, final_reward DOUBLE,
+        prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE, model_calls INTEGER,
+        cached_calls INTEGER, error VARCHAR, transcript VARCHAR, is_self_pair BOOLEAN, solver_version VARCHAR,
+        materialized_at TIMESTAMP""",
+    "pair_lift": """
+        author VARCHAR, solver VARCHAR, is_self_pair BOOLEAN, n_envs INTEGER, n_matched INTEGER,
+        n_incomplete INTEGER, p_cold DOUBLE, p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE""",
+    "training_set": """
+        learner VARCHAR, env_id VARCHAR, author VARCHAR, domain VARCHAR, class_name VARCHAR, max_turns INTEGER,
+        source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds INTEGER[], n_seeds INTEGER, p_cold DOUBLE,
+        p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE, rank INTEGER""",
+}
+
+# Friendly aliases named after the Dagster assets that write the contract tables.
+VIEWS = {"authored_environments": "environments", "duel_episodes": "episodes"}
+
+
+def ensure_schema(conn) -> None:
+    for table, columns in SCHEMA.items():
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+    for view, table in VIEWS.items():
+        conn.execute(f"CREATE VIEW IF NOT EXISTS {view} AS SELECT * FROM {table}")
+
+
+def replace_rows(conn, table: str, df: pd.DataFrame, where: dict[str, object] | None = None) -> int:
+    """Replace the rows matching ``where`` (all rows if None) with ``df``, atomically."""
+    ensure_schema(conn)
+    clause = " AND ".join(f"{col} = ?" for col in (where or {})) or "TRUE"
+    conn.register("_incoming", df)
+    try:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(f"DELETE FROM {table} WHERE {clause}", list((where or {}).values()))
+            if len(df):
+                conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.unregister("_incoming")
+    return len(df)
+
+
+def read_table(conn, table: str, where: dict[str, object] | None = None) -> pd.DataFrame:
+    ensure_schema(conn)
+    clause = " AND ".join(f"{col} = ?" for col in (where or {})) or "TRUE"
+    return conn.execute(f"SELECT * FROM {table} WHERE {clause}", list((where or {}).values())).df()
+
+
+def environments_frame(specs, author_version: str, now) -> pd.DataFrame:
+    rows = [{**s.model_dump(exclude={"parent_env_id"}), "parent_env_id": s.parent_env_id,
+             "author_version": author_version, "materialized_at": now} for s in specs]
+    return pd.DataFrame(rows, columns=[c.split()[0] for c in _columns("environments")])
+
+
+def episodes_frame(records, max_turns: dict[str, int], solver_version: str, now) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        row = r.model_dump()
+        row["transcript"] = json.dumps(row["transcript"])
+        row.update(is_self_pair=r.author == r.solver, max_turns=max_turns[r.env_id],
+                   solver_version=solver_version, materialized_at=now)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[c.split()[0] for c in _columns("episodes")])
+
+
+def _columns(table: str) -> list[str]:
+    return [c.strip() for c in SCHEMA[table].split(",") if c.strip()]

@@ -1,0 +1,39 @@
+"""The one Dagster code location: assets, resources (and, as they arrive, checks, sensors, schedules).
+
+Loading this module must stay fast: litellm, dbt and great-expectations are
+imported only inside resources and asset bodies.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.authoring import authored_environments
+from envduels_dagster.assets.duels import duel_episodes
+from envduels_dagster.assets.lift import pair_lift
+from envduels_dagster.assets.registry import model_registry
+from envduels_dagster.assets.training import training_set
+from envduels_dagster.core.registry import registry_path
+from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
+from envduels_dagster.settings import cache_path, warehouse_path
+
+ASSETS = [model_registry, authored_environments, duel_episodes, pair_lift, training_set]
+
+
+def build_resources(**overrides: object) -> dict[str, object]:
+    """Resources for runs, from ENVDUELS_* environment variables; tests pass overrides."""
+    os.environ.setdefault("ENVDUELS_REGISTRY", str(registry_path()))
+    resources: dict[str, object] = {
+        "gateway": GatewayResource(registry_path=dg.EnvVar("ENVDUELS_REGISTRY"), cache_path=str(cache_path())),
+        "sandbox": SandboxResource(),
+        "settings": DuelSettings(),
+        "warehouse": DuckDBResource(database=str(warehouse_path())),
+    }
+    resources.update(overrides)
+    return resources
+
+
+defs = dg.Definitions(assets=ASSETS, resources=build_resources())

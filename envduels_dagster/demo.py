@@ -1,0 +1,130 @@
+"""``envduels demo``: the whole pipeline on the simulated models, through Dagster.
+
+Runs land in the persistent instance under ENVDUELS_HOME so that `envduels ui`
+(``dagster dev``) shows them afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def prepare_instance_home() -> Path:
+    from envduels_dagster.settings import dagster_home
+
+    home = dagster_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    target = home / "dagster.yaml"
+    if not target.exists() and (REPO_ROOT / "dagster.yaml").exists():
+        shutil.copy(REPO_ROOT / "dagster.yaml", target)
+    return home
+
+
+def materialize_all(instance, resources: dict | None = None, log=print) -> dict[str, int]:
+    """Materialize every partition of every asset, in dependency order; return run counts."""
+    import dagster as dg
+
+    from envduels_dagster.definitions import ASSETS, build_resources
+    from envduels_dagster.assets.authoring import authored_environments
+    from envduels_dagster.assets.duels import duel_episodes
+    from envduels_dagster.assets.lift import pair_lift
+    from envduels_dagster.assets.registry import model_registry
+    from envduels_dagster.assets.training import training_set
+    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.partitions import pair_key, register_models
+
+    resources = resources or build_resources()
+    path = resources["gateway"].registry_path
+    registry = load_registry(path.get_value() if isinstance(path, dg.EnvVar) else path)  # fails before any run
+    names = registry.names
+    new = register_models(instance, names)
+    log(f"registry {registry.path}: {len(names)} models ({len(new)} newly registered as partitions)")
+
+    def run(assets, partition_key=None, label=""):
+        t0 = time.perf_counter()
+        result = dg.materialize(assets, instance=instance, resources=resources, partition_key=partition_key,
+                                run_config=QUIET, raise_on_error=False)
+        if not result.success:
+            raise RuntimeError(f"run for {label} failed; see the Dagster UI for run {result.run_id}")
+        return result, time.perf_counter() - t0
+
+    del ASSETS
+    run([model_registry], label="model_registry")
+    for i, author in enumerate(names, 1):
+        result, secs = run([authored_environments], author, f"authored_environments[{author}]")
+        md = result.asset_materializations_for_node("authored_environments")[0].metadata
+        log(f"[author {i}/{len(names)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid ({secs:.1f}s)")
+    pairs = [(a, s) for a in names for s in names]
+    for i, (author, solver) in enumerate(pairs, 1):
+        result, secs = run([duel_episodes], pair_key(author, solver), f"duel_episodes[{author}|{solver}]")
+        md = result.asset_materializations_for_node("duel_episodes")[0].metadata
+        log(f"[pair {i}/{len(pairs)}] {author} -> {solver}: {md['num_rows'].value} episodes, "
+            f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f} ({secs:.1f}s)")
+    run([pair_lift], label="pair_lift")
+    for learner in names:
+        result, _ = run([training_set], learner, f"training_set[{learner}]")
+        md = result.asset_materializations_for_node("training_set")[0].metadata
+        log(f"[training] {learner}: {md['num_rows'].value} environments")
+    return {"models": len(names), "pairs": len(pairs)}
+
+
+def leaderboard(database: str) -> str:
+    import duckdb
+
+    with duckdb.connect(database, read_only=True) as conn:
+        solvers = conn.execute("""
+            SELECT solver, round(avg(CASE WHEN condition = 'cold' THEN (status = 'success')::INT END), 2) AS cold,
+                   round(avg(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END), 2) AS hinted
+            FROM episodes WHERE status <> 'incomplete' AND author <> solver
+            GROUP BY solver ORDER BY cold DESC""").fetchall()
+        authors = conn.execute("""
+            SELECT e.author, count(*) AS written, sum(valid::INT) AS valid,
+                   round(coalesce((SELECT avg(lift) FROM pair_lift p WHERE p.author = e.author
+                                   AND NOT p.is_self_pair), 0), 2) AS peer_lift
+            FROM environments e GROUP BY e.author ORDER BY peer_lift DESC""").fetchall()
+        training = conn.execute("SELECT learner, count(*) FROM training_set GROUP BY learner ORDER BY 1").fetchall()
+    lines = ["Solvers (success on other authors' environments)", f"  {'solver':<12} {'cold':>6} {'hinted':>7}"]
+    lines += [f"  {s:<12} {c:>6.2f} {h:>7.2f}" for s, c, h in solvers]
+    lines += ["", "Authors (mean hint lift their environments give other solvers)",
+              f"  {'author':<12} {'valid':>9} {'peer lift':>10}"]
+    lines += [f"  {a:<12} {v:>4}/{w:<4} {lift:>10.2f}" for a, w, v, lift in authors]
+    lines += ["", "Training sets: " + ", ".join(f"{l}={n}" for l, n in training)]
+    return "\n".join(lines)
+
+
+def run_demo(envs_per_author: int = 3, seeds: int = 4) -> int:
+    import dagster as dg
+
+    from envduels_dagster.definitions import build_resources
+    from envduels_dagster.resources import DuelSettings
+    from envduels_dagster.settings import envduels_home, warehouse_path
+
+    home = prepare_instance_home()
+    t0 = time.perf_counter()
+    print(f"EnvDuels demo: ENVDUELS_HOME={envduels_home()}  DAGSTER_HOME={home}", flush=True)
+    resources = build_resources(settings=DuelSettings(envs_per_author=envs_per_author,
+                                                      benchmark_seeds=list(range(seeds))))
+    with dg.DagsterInstance.get() as instance:
+        counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
+    print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models, {counts['pairs']} pairs.\n")
+    print(leaderboard(str(warehouse_path())))
+    print(f"\nWarehouse (DuckDB): {warehouse_path()}")
+    print("  tables: model_registry, environments, episodes, pair_lift, training_set")
+    print("Open the Dagster UI on these runs:  make ui   (then http://127.0.0.1:3000)")
+    return 0
+
+
+def open_ui(host: str, port: int) -> int:
+    prepare_instance_home()
+    dagster = Path(sys.executable).with_name("dagster")
+    cmd = [str(dagster), "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", host, "-p", str(port)]
+    print("Starting:", " ".join(cmd), f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
+    return subprocess.call(cmd, cwd=REPO_ROOT)

@@ -1,0 +1,7 @@
+"""Dagster resources: thin, configurable wrappers around the pure engine."""
+
+from envduels_dagster.resources.duel_settings import DuelSettings
+from envduels_dagster.resources.gateway import GatewayResource
+from envduels_dagster.resources.sandbox import SandboxResource
+
+__all__ = ["DuelSettings", "GatewayResource", "SandboxResource"]

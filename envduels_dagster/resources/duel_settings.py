@@ -1,0 +1,14 @@
+"""How big a duel is: environments per author, benchmark seeds, concurrency, training filter."""
+
+
+import dagster as dg
+
+
+class DuelSettings(dg.ConfigurableResource):
+    envs_per_author: int = 3
+    benchmark_seeds: list[int] = [0, 1, 2, 3]
+    episode_concurrency: int = 8
+    # Training filter: fail every cold seed, pass at least half the hinted seeds.
+    training_max_cold: float = 0.0
+    training_min_hint: float = 0.5
+    training_include_self_authored: bool = False

@@ -1,0 +1,24 @@
+"""The model gateway as a resource: registry path and call-cache location are config."""
+
+
+import dagster as dg
+
+from envduels_dagster.core.cache import CallCache
+from envduels_dagster.core.gateway import Gateway, RetryPolicy
+from envduels_dagster.core.registry import Registry, load_registry
+
+
+class GatewayResource(dg.ConfigurableResource):
+    """Calls models (simulated in-process, others through litellm) with retries and a persistent cache."""
+
+    registry_path: str
+    cache_path: str
+    max_attempts: int = 5
+    timeout_s: float = 60.0
+
+    def registry(self) -> Registry:
+        return load_registry(self.registry_path)
+
+    def gateway(self, registry: Registry | None = None) -> Gateway:
+        policy = RetryPolicy(max_attempts=self.max_attempts, timeout_s=self.timeout_s)
+        return Gateway(registry or self.registry(), CallCache(self.cache_path), policy)
