@@ -11,16 +11,11 @@ import os
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.authoring import authored_environments
-from envduels_dagster.assets.duels import duel_episodes
-from envduels_dagster.assets.lift import pair_lift
-from envduels_dagster.assets.registry import model_registry
-from envduels_dagster.assets.training import training_set
+from envduels_dagster.assets import ALL_ASSETS
+from envduels_dagster.checks import ALL_CHECKS
 from envduels_dagster.core.registry import registry_path
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 from envduels_dagster.settings import cache_path, warehouse_path
-
-ASSETS = [model_registry, authored_environments, duel_episodes, pair_lift, training_set]
 
 
 def build_resources(**overrides: object) -> dict[str, object]:
@@ -36,4 +31,4 @@ def build_resources(**overrides: object) -> dict[str, object]:
     return resources
 
 
-defs = dg.Definitions(assets=ASSETS, resources=build_resources())
+defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=build_resources())

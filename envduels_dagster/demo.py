@@ -28,51 +28,69 @@ def prepare_instance_home() -> Path:
     return home
 
 
-def materialize_all(instance, resources: dict | None = None, log=print) -> dict[str, int]:
-    """Materialize every partition of every asset, in dependency order; return run counts."""
+def _partitions_kind(asset) -> str:
+    from envduels_dagster.partitions import models_partitions, pair_partitions
+
+    pd = asset.partitions_def
+    return "none" if pd is None else "pair" if pd == pair_partitions else "model" if pd == models_partitions else "?"
+
+
+def materialize_all(instance, resources: dict | None = None, log=print, names: list[str] | None = None) -> dict:
+    """Materialize every partition of every asset in dependency order; return counts.
+
+    Order: registry -> authors -> pairs -> every unpartitioned downstream asset in one
+    run (marts, rankings; Dagster orders them) -> per-learner assets. New asset modules
+    join automatically through ``ALL_ASSETS``.
+    """
     import dagster as dg
 
-    from envduels_dagster.definitions import ASSETS, build_resources
-    from envduels_dagster.assets.authoring import authored_environments
-    from envduels_dagster.assets.duels import duel_episodes
-    from envduels_dagster.assets.lift import pair_lift
+    from envduels_dagster.assets import ALL_ASSETS
     from envduels_dagster.assets.registry import model_registry
-    from envduels_dagster.assets.training import training_set
+    from envduels_dagster.checks import ALL_CHECKS
     from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.definitions import build_resources
     from envduels_dagster.partitions import pair_key, register_models
 
     resources = resources or build_resources()
     path = resources["gateway"].registry_path
     registry = load_registry(path.get_value() if isinstance(path, dg.EnvVar) else path)  # fails before any run
-    names = registry.names
-    new = register_models(instance, names)
-    log(f"registry {registry.path}: {len(names)} models ({len(new)} newly registered as partitions)")
+    names = names or registry.names
+    new = register_models(instance, registry.names)
+    log(f"registry {registry.path}: {len(registry.names)} models ({len(new)} newly registered as partitions)")
+    by_kind: dict[str, list] = {"none": [], "model": [], "pair": []}
+    for asset in ALL_ASSETS:
+        by_kind[_partitions_kind(asset)].append(asset)
+    authors = [a for a in by_kind["model"] if dg.AssetKey("authored_environments") in a.keys]
+    learners = [a for a in by_kind["model"] if a not in authors]
+    downstream = [a for a in by_kind["none"] if a is not model_registry]
 
     def run(assets, partition_key=None, label=""):
         t0 = time.perf_counter()
-        result = dg.materialize(assets, instance=instance, resources=resources, partition_key=partition_key,
-                                run_config=QUIET, raise_on_error=False)
+        result = dg.materialize([*assets, *ALL_CHECKS], selection=assets, instance=instance, resources=resources,
+                                partition_key=partition_key, run_config=QUIET, raise_on_error=False)
         if not result.success:
-            raise RuntimeError(f"run for {label} failed; see the Dagster UI for run {result.run_id}")
+            raise RuntimeError(f"run for {label} failed; see run {result.run_id} in the Dagster UI")
         return result, time.perf_counter() - t0
 
-    del ASSETS
+    def meta(result, name):
+        return result.asset_materializations_for_node(name)[0].metadata
+
     run([model_registry], label="model_registry")
     for i, author in enumerate(names, 1):
-        result, secs = run([authored_environments], author, f"authored_environments[{author}]")
-        md = result.asset_materializations_for_node("authored_environments")[0].metadata
+        result, secs = run(authors, author, f"authored_environments[{author}]")
+        md = meta(result, "authored_environments")
         log(f"[author {i}/{len(names)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid ({secs:.1f}s)")
     pairs = [(a, s) for a in names for s in names]
     for i, (author, solver) in enumerate(pairs, 1):
-        result, secs = run([duel_episodes], pair_key(author, solver), f"duel_episodes[{author}|{solver}]")
-        md = result.asset_materializations_for_node("duel_episodes")[0].metadata
+        result, secs = run(by_kind["pair"], pair_key(author, solver), f"pair {author}|{solver}")
+        md = meta(result, "duel_episodes")
         log(f"[pair {i}/{len(pairs)}] {author} -> {solver}: {md['num_rows'].value} episodes, "
             f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f} ({secs:.1f}s)")
-    run([pair_lift], label="pair_lift")
+    result, secs = run(downstream, label="marts and rankings")
+    log(f"[marts] {', '.join(k.to_user_string() for a in downstream for k in a.keys)} ({secs:.1f}s)")
     for learner in names:
-        result, _ = run([training_set], learner, f"training_set[{learner}]")
-        md = result.asset_materializations_for_node("training_set")[0].metadata
-        log(f"[training] {learner}: {md['num_rows'].value} environments")
+        result, _ = run(learners, learner, f"learner {learner}")
+        log(f"[training] {learner}: {meta(result, 'training_set')['num_rows'].value} environments")
     return {"models": len(names), "pairs": len(pairs)}
 
 

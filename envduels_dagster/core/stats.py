@@ -45,19 +45,21 @@ def env_solver_stats(episodes: pd.DataFrame) -> pd.DataFrame:
 
 def cluster_bootstrap_mean(values_by_cluster: list[np.ndarray], n_boot: int = 1000, alpha: float = 0.05,
                            seed: int = 0) -> tuple[float, float, float]:
-    """Mean of per-seed values, with a percentile interval resampling whole clusters."""
-    if not values_by_cluster:
+    """Mean over clusters of each cluster's mean, with a percentile interval resampling whole clusters.
+
+    Each cluster (an environment) weighs the same, as in the definition of pair lift;
+    its seeds stay together so the cold/hinted pairing survives resampling.
+    """
+    means = np.array([float(np.mean(v)) for v in values_by_cluster if len(v)], dtype=float)
+    if means.size == 0:
         return float("nan"), float("nan"), float("nan")
-    sums = np.array([v.sum() for v in values_by_cluster], dtype=float)
-    counts = np.array([len(v) for v in values_by_cluster], dtype=float)
-    estimate = sums.sum() / counts.sum()
-    if len(values_by_cluster) == 1:
+    estimate = float(means.mean())
+    if means.size == 1:
         return estimate, estimate, estimate
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(sums), size=(n_boot, len(sums)))
-    boots = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+    boots = means[rng.integers(0, means.size, size=(n_boot, means.size))].mean(axis=1)
     lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
-    return float(estimate), float(min(lo, estimate)), float(max(hi, estimate))
+    return estimate, float(min(lo, estimate)), float(max(hi, estimate))
 
 
 def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
