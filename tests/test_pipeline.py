@@ -1,0 +1,128 @@
+"""The whole Dagster graph on 3 simulated models, in an ephemeral instance with a temporary warehouse."""
+
+from __future__ import annotations
+
+import duckdb
+import dagster as dg
+import pytest
+
+from envduels_dagster.demo import materialize_all
+from envduels_dagster.partitions import MODELS_PARTITION, pair_key
+from tests.conftest import pipeline_resources, write_registry
+
+MODELS = ["oracle", "journeyman", "novice"]
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipeline")
+    registry = write_registry(tmp / "models.yaml", MODELS)
+    resources = pipeline_resources(tmp, registry, envs_per_author=3, seeds=(0, 1, 2))
+    instance = dg.DagsterInstance.ephemeral()
+    materialize_all(instance, resources, log=lambda _m: None)
+    return instance, resources, tmp / "warehouse.duckdb"
+
+
+def query(db, sql, params=()):
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_every_partition_materialized(pipeline):
+    instance, _, _ = pipeline
+    assert sorted(instance.get_dynamic_partitions(MODELS_PARTITION)) == sorted(MODELS)
+    pairs = instance.get_materialized_partitions(dg.AssetKey("duel_episodes"))
+    assert len(pairs) == len(MODELS) ** 2
+    for key in ("authored_environments", "training_set"):
+        assert instance.get_materialized_partitions(dg.AssetKey(key)) == set(MODELS)
+
+
+def test_every_valid_environment_seed_has_both_conditions(pipeline):
+    _, _, db = pipeline
+    expected = query(db, """
+        SELECT count(*) FROM environments e, unnest(e.benchmark_seeds) AS s(seed), (SELECT unnest(?) AS solver) m
+        WHERE e.valid""", (MODELS,))[0][0]
+    rows = query(db, """
+        SELECT env_id, solver, seed, list_sort(list(condition)) AS conds FROM episodes
+        GROUP BY ALL""")
+    assert len(rows) == expected > 0
+    assert all(conds == ["cold", "hinted"] for *_, conds in rows)
+
+
+def test_pair_lift_equals_recomputation_from_episodes(pipeline):
+    _, _, db = pipeline
+    recomputed = dict(((a, s), lift) for a, s, lift in query(db, """
+        WITH seeds AS (
+            SELECT env_id, author, solver, seed,
+                   max(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END)
+                 - max(CASE WHEN condition = 'cold' THEN (status = 'success')::INT END) AS d
+            FROM episodes WHERE status <> 'incomplete' GROUP BY ALL
+            HAVING count(DISTINCT condition) = 2),
+        envs AS (SELECT author, solver, env_id, avg(d) AS lift FROM seeds GROUP BY ALL)
+        SELECT author, solver, avg(lift) FROM envs GROUP BY ALL"""))
+    stored = query(db, "SELECT author, solver, lift, lift_lower, lift_upper, is_self_pair FROM pair_lift")
+    assert len(stored) == len(recomputed) == len(MODELS) ** 2
+    for author, solver, lift, lo, hi, is_self in stored:
+        assert lift == pytest.approx(recomputed[(author, solver)])
+        assert lo <= lift <= hi
+        assert is_self == (author == solver)
+
+
+def test_rematerializing_a_pair_replaces_its_rows(pipeline):
+    instance, resources, db = pipeline
+    from envduels_dagster.assets import duel_episodes
+
+    sql = "SELECT count(*), count(DISTINCT (env_id, condition, seed)) FROM episodes WHERE author=? AND solver=?"
+    before_total = query(db, "SELECT count(*) FROM episodes")[0][0]
+    before = query(db, sql, ("novice", "oracle"))[0]
+    result = dg.materialize([duel_episodes], instance=instance, resources=resources,
+                            partition_key=pair_key("novice", "oracle"))
+    assert result.success
+    after = query(db, sql, ("novice", "oracle"))[0]
+    assert after == before and after[0] == after[1] > 0  # same rows, no duplicates
+    assert query(db, "SELECT count(*) FROM episodes")[0][0] == before_total
+
+
+def test_rejected_environments_have_reasons_and_no_episodes(pipeline):
+    _, _, db = pipeline
+    assert query(db, "SELECT count(*) FROM environments WHERE NOT valid AND coalesce(reject_reason, '') = ''")[0][0] == 0
+    assert query(db, """SELECT count(*) FROM episodes p JOIN environments e USING (env_id)
+                        WHERE NOT e.valid""")[0][0] == 0
+    assert query(db, "SELECT count(*) FROM environments WHERE valid")[0][0] > 0
+
+
+def test_self_pairs_are_played_and_flagged(pipeline):
+    _, _, db = pipeline
+    rows = query(db, "SELECT author = solver, bool_and(is_self_pair = (author = solver)), count(*) FROM episodes GROUP BY 1")
+    flags = {same: (ok, n) for same, ok, n in rows}
+    assert flags[True][0] and flags[False][0] and flags[True][1] > 0
+
+
+def test_training_set_rows_meet_the_default_filter(pipeline):
+    _, _, db = pipeline
+    rows = query(db, "SELECT learner, author, p_cold, p_hint FROM training_set")
+    for learner, author, p_cold, p_hint in rows:
+        assert author != learner and p_cold == 0.0 and p_hint >= 0.5
+
+
+def test_malformed_registry_fails_before_any_run_and_leaves_warehouse_untouched(tmp_path):
+    registry = write_registry(tmp_path / "models.yaml", ["oracle"], extra="  - name: broken\n    version: 2\n")
+    resources = pipeline_resources(tmp_path, registry)
+    instance = dg.DagsterInstance.ephemeral()
+    with pytest.raises(Exception) as err:
+        materialize_all(instance, resources, log=lambda _m: None)
+    message = str(err.value)
+    assert str(registry) in message and "'broken'" in message and "field 'model'" in message
+    assert not (tmp_path / "warehouse.duckdb").exists()
+    assert instance.get_runs() == []
+    assert instance.get_dynamic_partitions(MODELS_PARTITION) == []
+
+
+def test_loading_definitions_imports_no_heavy_libraries():
+    import subprocess
+    import sys
+
+    code = ("import sys, envduels_dagster.definitions as d; "
+            "print(','.join(m for m in ('litellm', 'great_expectations', 'dbt.cli') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
