@@ -13,6 +13,9 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets import ALL_ASSETS
 from envduels_dagster.checks import ALL_CHECKS
+from envduels_dagster.jobs import author_job, pair_job
+from envduels_dagster.schedules import stale_authors_schedule, stale_pairs_schedule
+from envduels_dagster.sensors import automation_sensor, new_models_sensor
 from envduels_dagster.core.registry import registry_path
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 from envduels_dagster.settings import cache_path, warehouse_path
@@ -31,4 +34,11 @@ def build_resources(**overrides: object) -> dict[str, object]:
     return resources
 
 
-defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, resources=build_resources())
+defs = dg.Definitions(
+    assets=ALL_ASSETS,
+    asset_checks=ALL_CHECKS,
+    jobs=[author_job, pair_job],
+    sensors=[new_models_sensor, automation_sensor],
+    schedules=[stale_authors_schedule, stale_pairs_schedule],
+    resources=build_resources(),
+)

@@ -29,10 +29,12 @@ def prepare_instance_home() -> Path:
 
 
 def _partitions_kind(asset) -> str:
-    from envduels_dagster.partitions import models_partitions, pair_partitions
+    from envduels_dagster.partitions import models_partitions, pair_partitions, solver_partitions
 
     pd = asset.partitions_def
-    return "none" if pd is None else "pair" if pd == pair_partitions else "model" if pd == models_partitions else "?"
+    if pd is None:
+        return "none"
+    return "pair" if pd == pair_partitions else "model" if pd in (models_partitions, solver_partitions) else "?"
 
 
 def materialize_all(instance, resources: dict | None = None, log=print, names: list[str] | None = None) -> dict:

@@ -1,7 +1,15 @@
-"""Partitions: one dynamic set of model names, and author x solver pairs over it.
+"""Partitions: the registry's model names, and author x solver pairs over them.
 
 Why dynamic: the model list lives in the registry file, not in code, so adding a
 model adds partitions without a deploy.
+
+Why two dynamic sets holding the same names ("models" for the author side,
+"solvers" for the solver/learner side): Dagster 1.13's
+MultiToSingleDimensionPartitionMapping ignores ``partition_dimension_name`` when it
+validates the asset graph, so a pair definition whose two dimensions share one
+partitions definition fails to load in the webserver. With distinct sets each
+dimension matches exactly one single-dimension asset. ``register_models`` keeps
+both sets equal.
 """
 
 from __future__ import annotations
@@ -11,9 +19,11 @@ import warnings
 import dagster as dg
 
 MODELS_PARTITION = "models"
+SOLVERS_PARTITION = "solvers"
 
 models_partitions = dg.DynamicPartitionsDefinition(name=MODELS_PARTITION)
-pair_partitions = dg.MultiPartitionsDefinition({"author": models_partitions, "solver": models_partitions})
+solver_partitions = dg.DynamicPartitionsDefinition(name=SOLVERS_PARTITION)
+pair_partitions = dg.MultiPartitionsDefinition({"author": models_partitions, "solver": solver_partitions})
 
 with warnings.catch_warnings():  # the mapping is marked beta; it is the documented way to map pair -> model
     warnings.simplefilter("ignore")
@@ -31,4 +41,12 @@ def register_models(instance: dg.DagsterInstance, names: list[str]) -> list[str]
     new = [n for n in names if n not in existing]
     if new:
         instance.add_dynamic_partitions(MODELS_PARTITION, new)
+    solvers = set(instance.get_dynamic_partitions(SOLVERS_PARTITION))
+    if missing := [n for n in names if n not in solvers]:
+        instance.add_dynamic_partitions(SOLVERS_PARTITION, missing)
     return new
+
+
+def add_requests(names: list[str]) -> list:
+    """Sensor-side equivalent of ``register_models``."""
+    return [models_partitions.build_add_request(names), solver_partitions.build_add_request(names)]

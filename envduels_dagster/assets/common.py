@@ -3,9 +3,14 @@
 
 import datetime as dt
 
+import dagster as dg
 import pandas as pd
 
 OWNERS = ["team:envduels"]
+
+# Downstream of pair partitions: update when pairs update, without waiting forever for a
+# missing or failed pair (plain eager() includes "no dependency missing", DESIGN §7).
+AFTER_PAIRS = dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing())
 
 
 def utcnow() -> dt.datetime:

@@ -14,7 +14,10 @@ from envduels_dagster.core.episodes import play_pair
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.stats import pair_lift
 from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows
+from envduels_dagster.jobs import WAIT_TAG
 from envduels_dagster.partitions import by_author, pair_partitions
+
+WAIT_RETRIES, WAIT_SECONDS = 40, 15  # sensor-launched pairs wait up to 10 min for their author
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -35,8 +38,17 @@ def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, s
     solver_entry = registry.get(solver)
     with warehouse.get_connection() as conn:
         env_rows = read_table(conn, "environments", {"author": author, "round": 0})
+    author_version = registry.get(author).version
+    current = not env_rows.empty and set(env_rows["author_version"]) == {author_version}
+    if not current and context.run.tags.get(WAIT_TAG) == "true":
+        # Launched with the author's run by a sensor/schedule: wait for its environments to land.
+        context.log.info(f"waiting for authored_environments[{author}] version {author_version}")
+        raise dg.RetryRequested(max_retries=WAIT_RETRIES, seconds_to_wait=WAIT_SECONDS)
     if env_rows.empty:
         raise dg.Failure(f"no environments for author {author!r}: materialize authored_environments[{author}] first")
+    if not current:
+        context.log.warning(f"playing {author}'s environments from an older version than the registry's "
+                            f"{author_version!r}; re-materialize authored_environments[{author}] to refresh")
     envs = [EnvironmentSpec(**{k: (list(v) if k == "benchmark_seeds" else v) for k, v in row.items()
                                if k in EnvironmentSpec.model_fields and v is not None})
             for row in env_rows.to_dict("records")]

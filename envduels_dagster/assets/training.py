@@ -5,19 +5,20 @@ import dagster as dg
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.common import OWNERS, markdown_table
+from envduels_dagster.assets.common import AFTER_PAIRS, OWNERS, markdown_table
 from envduels_dagster.assets.duels import duel_episodes
 from envduels_dagster.core.stats import cluster_bootstrap_mean, env_solver_stats, matched_seeds, training_candidates
 from envduels_dagster.core.warehouse import read_table, replace_rows
-from envduels_dagster.partitions import by_solver, models_partitions
+from envduels_dagster.partitions import by_solver, solver_partitions
 from envduels_dagster.resources import DuelSettings
 
 
 @dg.asset(
-    partitions_def=models_partitions,
+    partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes,
                       partition_mapping=by_solver)],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
+    automation_condition=AFTER_PAIRS,
     description="Training set for one learner (partition): environments it fails cold and passes hinted "
                 "(configurable rule), ranked by lift, with provenance. Table `training_set`.",
 )

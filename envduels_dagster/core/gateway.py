@@ -63,10 +63,12 @@ class GatewayStats:
 
 
 class Gateway:
-    def __init__(self, registry: Registry, cache: CallCache | None = None, policy: RetryPolicy | None = None):
+    def __init__(self, registry: Registry, cache: CallCache | None = None, policy: RetryPolicy | None = None,
+                 sim_latency_s: float = 0.0):
         self.registry = registry
         self.cache = cache
         self.policy = policy or RetryPolicy()
+        self.sim_latency_s = sim_latency_s  # makes simulated models behave like slow providers (demos, tests)
         self.stats = GatewayStats()
         self._pools: dict[str, asyncio.Semaphore] = {}
         self._sims: dict[str, Any] = {}
@@ -87,6 +89,9 @@ class Gateway:
             return ChatResponse(**{**hit, "cached": True, "latency_s": 0.0, "cost_usd": 0.0, "attempts": 0,
                                    "retried_errors": []})
         if entry.is_simulated:
+            if self.sim_latency_s:
+                async with self._pool(entry):
+                    await asyncio.sleep(self.sim_latency_s)
             response = self._simulated(entry, messages, seed)
         else:
             api_key = self.registry.api_key(model_name)  # RegistryError if the variable is unset

@@ -15,10 +15,12 @@ class GatewayResource(dg.ConfigurableResource):
     cache_path: str
     max_attempts: int = 5
     timeout_s: float = 60.0
+    simulated_latency_ms: float = 0.0  # pretend simulated models are remote (demos of concurrency, resume tests)
 
     def registry(self) -> Registry:
         return load_registry(self.registry_path)
 
     def gateway(self, registry: Registry | None = None) -> Gateway:
         policy = RetryPolicy(max_attempts=self.max_attempts, timeout_s=self.timeout_s)
-        return Gateway(registry or self.registry(), CallCache(self.cache_path), policy)
+        return Gateway(registry or self.registry(), CallCache(self.cache_path), policy,
+                       sim_latency_s=self.simulated_latency_ms / 1000)

@@ -1,0 +1,170 @@
+"""Adding a model runs only its partitions; version bumps mark only that model stale; killed runs resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import dagster as dg
+import duckdb
+import pytest
+
+from envduels_dagster.core.staleness import new_model_plan, stale_plan
+from envduels_dagster.demo import materialize_all
+from envduels_dagster.partitions import MODELS_PARTITION, SOLVERS_PARTITION
+from envduels_dagster.schedules import stale_authors_schedule, stale_pairs_schedule
+from envduels_dagster.sensors import new_models_sensor
+from tests.conftest import pipeline_resources, write_registry
+
+
+def tick(instance, cursor=None):
+    """Evaluate the sensor as the daemon would, then apply its partition requests to the instance."""
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor)
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
+        result = new_models_sensor(ctx)
+    if isinstance(result, dg.SkipReason):
+        return [], cursor, result
+    for req in result.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    return result.run_requests, result.cursor, None
+
+
+def keys_of(runs, job):
+    return sorted(str(r.partition_key) for r in runs if r.job_name == job)
+
+
+def test_new_models_sensor_requests_exactly_the_new_partitions(tmp_path, monkeypatch):
+    registry = write_registry(tmp_path / "models.yaml", ["oracle", "expert", "novice"])
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
+    instance = dg.DagsterInstance.ephemeral()
+
+    runs, cursor, _ = tick(instance)
+    assert keys_of(runs, "author_job") == ["expert", "novice", "oracle"]
+    assert len(keys_of(runs, "pair_job")) == 9
+    assert sorted(instance.get_dynamic_partitions(MODELS_PARTITION)) == ["expert", "novice", "oracle"]
+    assert sorted(instance.get_dynamic_partitions(SOLVERS_PARTITION)) == ["expert", "novice", "oracle"]
+    assert len({r.run_key for r in runs}) == len(runs)
+    assert all(r.tags["envduels/provider"] == "envduels-sim" for r in runs)
+
+    again, cursor2, skip = tick(instance, cursor)
+    assert again == [] and "no new models" in skip.skip_message
+
+    write_registry(registry, ["oracle", "expert", "novice", "apprentice"])
+    runs, _, _ = tick(instance, cursor2)
+    assert keys_of(runs, "author_job") == ["apprentice"]
+    pairs = keys_of(runs, "pair_job")
+    assert len(pairs) == 2 * 3 + 1  # N existing models -> 2N+1 new pairs
+    assert all("apprentice" in p for p in pairs)
+
+
+def test_sensor_skips_with_reason_on_malformed_registry(tmp_path, monkeypatch):
+    bad = tmp_path / "models.yaml"
+    bad.write_text("models:\n  - name: a\n")
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(bad))
+    instance = dg.DagsterInstance.ephemeral()
+    runs, _, skip = tick(instance)
+    assert runs == [] and "field 'model'" in skip.skip_message
+    assert instance.get_dynamic_partitions(MODELS_PARTITION) == []
+
+
+def test_new_model_plan_counts():
+    new, pairs = new_model_plan(["a", "b", "c", "d"], ["a", "b", "c"])
+    assert new == ["d"] and len(pairs) == 7 and ("d", "d") in pairs
+
+
+def test_stale_plan_marks_only_the_bumped_model():
+    versions = {"a": "1", "b": "2", "c": "1"}
+    authors = {m: ({"1"}, {(0, 1)}) for m in "abc"}
+    pairs = {(x, y): ({"1"}, {"1"}) for x in "abc" for y in "abc"}
+    stale_authors, stale_pairs = stale_plan(versions, [0, 1], authors, pairs)
+    assert stale_authors == ["b"]
+    assert stale_pairs == sorted(p for p in pairs if "b" in p)
+    # New seeds make every author (and so every pair) stale; removed models are left alone.
+    stale_authors, stale_pairs = stale_plan({"a": "1"}, [0, 1, 2], authors, pairs)
+    assert stale_authors == ["a"] and stale_pairs == [("a", "a")]
+
+
+def test_stale_schedules_on_a_real_warehouse(tmp_path, monkeypatch):
+    registry = write_registry(tmp_path / "models.yaml", ["expert", "novice"])
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
+    resources = pipeline_resources(tmp_path, registry, envs_per_author=1, seeds=(0, 1))
+    instance = dg.DagsterInstance.ephemeral()
+    materialize_all(instance, resources, log=lambda _m: None)
+
+    def evaluate(schedule):
+        ctx = dg.build_schedule_context(instance=instance, resources={k: resources[k] for k in ("warehouse", "settings")})
+        return schedule(ctx)
+
+    assert isinstance(evaluate(stale_authors_schedule), dg.SkipReason)
+    assert isinstance(evaluate(stale_pairs_schedule), dg.SkipReason)
+    registry.write_text(registry.read_text().replace("model: envduels-sim/novice",
+                                                     "model: envduels-sim/novice\n    version: '2'"))
+    authors = evaluate(stale_authors_schedule)
+    pairs = evaluate(stale_pairs_schedule)
+    assert [r.partition_key for r in authors] == ["novice"]
+    assert sorted(str(r.partition_key) for r in pairs) == ["expert|novice", "novice|expert", "novice|novice"]
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import sys
+    import dagster as dg
+    from tests.conftest import pipeline_resources
+    from pathlib import Path
+    from envduels_dagster.assets import duel_episodes, authored_environments
+    from envduels_dagster.partitions import register_models, pair_key
+    from envduels_dagster.resources import GatewayResource
+    tmp, registry, latency, phase = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    res = pipeline_resources(tmp, registry, envs_per_author=2, seeds=(0, 1, 2))
+    res["gateway"] = GatewayResource(registry_path=str(registry), cache_path=str(tmp / "cache" / "calls.sqlite"),
+                                     simulated_latency_ms=latency)
+    instance = dg.DagsterInstance.ephemeral()
+    register_models(instance, ["apprentice", "journeyman"])
+    if phase == "author":
+        dg.materialize([authored_environments], instance=instance, resources=res, partition_key="apprentice")
+    else:
+        r = dg.materialize([duel_episodes], instance=instance, resources=res,
+                           partition_key=pair_key("apprentice", "journeyman"))
+        md = r.asset_materializations_for_node("duel_episodes")[0].metadata
+        print("RESULT", md["model_calls"].value, md["cache_hits"].value, md["num_rows"].value)
+""")
+
+
+def test_killed_pair_run_resumes_without_repeating_calls_or_duplicating_rows(tmp_path):
+    registry = write_registry(tmp_path / "models.yaml", ["apprentice", "journeyman"])
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    run = lambda *a: [sys.executable, str(script), str(tmp_path), str(registry), *a]  # noqa: E731
+    subprocess.run(run("0", "author"), check=True, env=env, capture_output=True)
+    cache = tmp_path / "cache" / "calls.sqlite"
+    authored_calls = sqlite3.connect(cache).execute("SELECT count(*) FROM calls").fetchone()[0]
+
+    proc = subprocess.Popen(run("40", "pair"), env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 60
+    cached = 0
+    while time.time() < deadline and cached < authored_calls + 15:
+        time.sleep(0.05)
+        cached = sqlite3.connect(cache).execute("SELECT count(*) FROM calls").fetchone()[0]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before_kill = sqlite3.connect(cache).execute("SELECT count(*) FROM calls").fetchone()[0] - authored_calls
+    assert done_before_kill >= 15
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM episodes").fetchone()[0] == 0  # nothing half-written
+
+    out = subprocess.run(run("0", "pair"), check=True, env=env, capture_output=True, text=True).stdout
+    model_calls, cache_hits, rows = map(int, out.split("RESULT")[1].split())
+    assert cache_hits >= done_before_kill  # every call made before the kill was reused
+    total = sqlite3.connect(cache).execute("SELECT count(*) FROM calls").fetchone()[0] - authored_calls
+    assert model_calls + cache_hits >= total and model_calls == total - done_before_kill
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        n, distinct = conn.execute(
+            "SELECT count(*), count(DISTINCT (env_id, condition, seed)) FROM episodes").fetchone()
+    assert n == distinct == rows > 0
