@@ -105,6 +105,17 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     return open_ui(args.host, args.port)
 
 
+def _cmd_serve_sim(args: argparse.Namespace) -> int:
+    import os
+
+    from envduels_dagster.sim.server import ServerConfig, serve
+
+    key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    serve(args.host, args.port, ServerConfig(latency_ms=args.latency_ms, fault_rate=args.fault_rate, seed=args.seed,
+                                             timeout_fault_s=args.timeout_fault_s, api_key=key))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="envduels", description="EnvDuels on Dagster")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -135,6 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--envs-per-author", type=int, default=3)
     p.add_argument("--seeds", type=int, default=4)
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("serve-sim", help="serve the simulated models over an OpenAI-compatible HTTP API")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765, help="0 picks a free port (printed on start)")
+    p.add_argument("--latency-ms", type=float, default=0.0)
+    p.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail (429/500/timeout/"
+                                                                  "malformed)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fault sequence")
+    p.add_argument("--timeout-fault-s", type=float, default=30.0, help="how long an injected timeout hangs")
+    p.add_argument("--api-key-env", help="require the key held in this environment variable")
+    p.set_defaults(func=_cmd_serve_sim)
 
     p = sub.add_parser("ui", help="open the Dagster UI on the project's instance")
     p.add_argument("--host", default="127.0.0.1")

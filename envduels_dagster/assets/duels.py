@@ -11,6 +11,8 @@ from envduels_dagster.assets.authoring import authored_environments
 from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
 from envduels_dagster.assets.registry import model_registry
 from envduels_dagster.core.episodes import play_pair
+from envduels_dagster.core.gateway import LLMError
+from envduels_dagster.core.registry import RegistryError
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.stats import pair_lift
 from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows
@@ -61,7 +63,15 @@ def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, s
             last[0] = time.perf_counter()
             context.log.info(f"{author} x {solver}: {done}/{total} episodes")
 
-    records = asyncio.run(play_pair(gw, solver, envs, sandbox.limits(), settings.episode_concurrency, progress))
+    try:
+        records = asyncio.run(play_pair(gw, solver, envs, sandbox.limits(), settings.episode_concurrency, progress,
+                                        settings.episode_budget_s))
+    except (LLMError, RegistryError) as exc:
+        raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
+    llm_failed = [r for r in records if r.stop_reason == "llm_error"]
+    if records and len(llm_failed) == len(records):
+        raise dg.Failure(f"every episode of {author} x {solver} failed to reach the model; nothing was written. "
+                         f"First error: {llm_failed[0].error}")
     df = episodes_frame(records, {e.env_id: e.max_turns for e in envs}, solver_entry.version, utcnow())
     with warehouse.get_connection() as conn:
         replace_rows(conn, "episodes", df, {"author": author, "solver": solver})
@@ -77,6 +87,7 @@ def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, s
         "lift": float(lift["lift"].iloc[0]) if len(lift) else 0.0,
         "is_self_pair": author == solver,
         "cost_usd": float(df["cost_usd"].sum()),
+        "retries": int(df["retries"].sum()),
         "tokens": int(df["prompt_tokens"].sum() + df["completion_tokens"].sum()),
         "model_calls": sum(gw.stats.backend_calls.values()),
         "cache_hits": sum(gw.stats.cache_hits.values()),

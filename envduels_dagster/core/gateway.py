@@ -25,12 +25,22 @@ from envduels_dagster.core.registry import ModelEntry, Registry
 RETRYABLE = frozenset({"rate_limit", "timeout", "server_error", "connection_error", "malformed_response"})
 
 
+# Errors that no retry or later episode can fix (bad key, unknown provider, malformed request):
+# they fail the model's partitions with a clear message instead of marking episodes incomplete.
+FATAL = frozenset({"auth_error", "bad_request"})
+
+
 class LLMError(Exception):
     """A model call that failed for infrastructure reasons after the retry policy gave up."""
 
-    def __init__(self, error_class: str, message: str, attempts: int = 1):
+    def __init__(self, error_class: str, message: str, attempts: int = 1, retried_errors: list[str] | None = None):
         super().__init__(f"{error_class} after {attempts} attempt(s): {message}")
         self.error_class, self.message, self.attempts = error_class, message, attempts
+        self.retried_errors = retried_errors or []
+
+    @property
+    def fatal(self) -> bool:
+        return self.error_class in FATAL
 
 
 @dataclass(frozen=True)
@@ -103,15 +113,14 @@ class Gateway:
         return response
 
     def _simulated(self, entry: ModelEntry, messages: list[dict[str, str]], seed: int | None) -> ChatResponse:
-        from envduels_dagster.sim.model import SimulatedModel, profile_for_model_string
+        from envduels_dagster.sim.model import SimulatedModel, estimate_usage, profile_for_model_string
 
         t0 = time.perf_counter()
         sim = self._sims.get(entry.model)
         if sim is None:
             sim = self._sims[entry.model] = SimulatedModel(profile_for_model_string(entry.model))
         text = sim.respond(messages, seed)
-        prompt_tokens = sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages)
-        completion_tokens = max(1, len(text) // 4)
+        prompt_tokens, completion_tokens = estimate_usage(messages, text)
         return ChatResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                             cost_usd=entry.cost(prompt_tokens, completion_tokens),
                             latency_s=time.perf_counter() - t0)
@@ -128,7 +137,7 @@ class Gateway:
                 self.stats.errors[error_class] += 1
                 errors.append(error_class)
                 if error_class not in RETRYABLE or attempt == policy.max_attempts:
-                    raise LLMError(error_class, _safe_message(exc, api_key), attempt) from None
+                    raise LLMError(error_class, _safe_message(exc, api_key), attempt, errors[:-1]) from None
                 delay = min(policy.max_delay_s, policy.base_delay_s * 2 ** (attempt - 1))
                 delay *= 1 + random.uniform(-policy.jitter, policy.jitter)
                 if retry_after is not None:
@@ -166,6 +175,8 @@ async def _litellm_call(entry: ModelEntry, messages, seed, api_key, timeout_s):
         kwargs["api_base"] = entry.api_base
     if api_key:
         kwargs["api_key"] = api_key
+    elif entry.api_base:
+        kwargs["api_key"] = "no-key"  # self-hosted OpenAI-compatible servers (vLLM, Ollama) often need none
     if seed is not None:
         kwargs["seed"] = seed
     response = await litellm.acompletion(**kwargs)
@@ -203,6 +214,9 @@ def classify_exception(exc: Exception) -> tuple[str, float | None]:
         retry_after = None
     if isinstance(exc, MalformedResponse) or "JSONDecodeError" in name or "APIResponseValidationError" in name:
         return "malformed_response", None
+    text = str(exc)
+    if "Connection error" in text or "ConnectError" in text or "Cannot connect to host" in text:
+        return "connection_error", None  # litellm reports refused connections as InternalServerError
     status = getattr(exc, "status_code", None)
     table = {
         "RateLimitError": "rate_limit", "Timeout": "timeout", "APITimeoutError": "timeout",

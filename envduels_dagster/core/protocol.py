@@ -123,5 +123,7 @@ class EpisodeRecord(BaseModel):
     latency_s: float = 0.0
     model_calls: int = 0
     cached_calls: int = 0
+    retries: int = 0  # failed attempts that the gateway retried (rate limits, 5xx, timeouts, ...)
+    retry_errors: list[str] = Field(default_factory=list)
     error: str | None = None
     transcript: list[dict[str, str]] = Field(default_factory=list)

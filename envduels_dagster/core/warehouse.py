@@ -26,7 +26,7 @@ SCHEMA = {
         env_id VARCHAR, author VARCHAR, solver VARCHAR, condition VARCHAR, seed INTEGER, status VARCHAR,
         stop_reason VARCHAR, turns INTEGER, max_turns INTEGER, format_errors INTEGER, final_reward DOUBLE,
         prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE, model_calls INTEGER,
-        cached_calls INTEGER, error VARCHAR, transcript VARCHAR, is_self_pair BOOLEAN, solver_version VARCHAR,
+        cached_calls INTEGER, retries INTEGER, retry_errors VARCHAR, error VARCHAR, transcript VARCHAR, is_self_pair BOOLEAN, solver_version VARCHAR,
         materialized_at TIMESTAMP""",
     "pair_lift": """
         author VARCHAR, solver VARCHAR, is_self_pair BOOLEAN, n_envs INTEGER, n_matched INTEGER,
@@ -42,8 +42,18 @@ VIEWS = {"authored_environments": "environments", "duel_episodes": "episodes"}
 
 
 def ensure_schema(conn) -> None:
+    """Create missing tables, and add columns that newer versions introduced (no data is dropped)."""
+    existing = {(t, c) for t, c in conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'").fetchall()}
+    tables = {t for t, _ in existing}
     for table, columns in SCHEMA.items():
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+        if table not in tables:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+            continue
+        for column in _columns(table):
+            name, ctype = column.split()[0], column.split()[1]
+            if (table, name) not in existing:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {ctype}")
     for view, table in VIEWS.items():
         conn.execute(f"CREATE VIEW IF NOT EXISTS {view} AS SELECT * FROM {table}")
 
@@ -85,6 +95,7 @@ def episodes_frame(records, max_turns: dict[str, int], solver_version: str, now)
     for r in records:
         row = r.model_dump()
         row["transcript"] = json.dumps(row["transcript"])
+        row["retry_errors"] = ",".join(row["retry_errors"])
         row.update(is_self_pair=r.author == r.solver, max_turns=max_turns[r.env_id],
                    solver_version=solver_version, materialized_at=now)
         rows.append(row)

@@ -8,7 +8,10 @@ class DuelSettings(dg.ConfigurableResource):
     envs_per_author: int = 3
     benchmark_seeds: list[int] = [0, 1, 2, 3]
     episode_concurrency: int = 8
+    episode_budget_s: float = 600.0  # wall time an episode may spend waiting on the model
     # Training filter: fail every cold seed, pass at least half the hinted seeds.
     training_max_cold: float = 0.0
     training_min_hint: float = 0.5
     training_include_self_authored: bool = False
+    # Data checks: a pair's lift needs at least this many matched seeds (both conditions completed).
+    check_min_matched_seeds: int = 4

@@ -37,6 +37,12 @@ class SimulatedModel:
         return solve(self.profile, messages, rng)
 
 
+def estimate_usage(messages: list[dict], text: str) -> tuple[int, int]:
+    """Token counts the simulated models report, in-process and over HTTP alike (~4 chars a token)."""
+    prompt_tokens = sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages)
+    return prompt_tokens, max(1, len(text) // 4)
+
+
 def profile_for_model_string(model: str) -> str:
     """``envduels-sim/expert`` -> ``expert``."""
     return model[len(SIM_PREFIX):]

@@ -1,0 +1,164 @@
+"""Real models through litellm, proven offline against `envduels serve-sim` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets import authored_environments, duel_episodes
+from envduels_dagster.definitions import build_resources
+from envduels_dagster.partitions import pair_key, register_models
+from envduels_dagster.resources import DuelSettings, GatewayResource
+
+CANARY = "sk-envduels-CANARY-7f3a9c2e51"
+
+
+class SimServerProcess:
+    def __init__(self, *args: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--port", "0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
+        assert match, f"server did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() else ''}"
+        self.base = f"http://127.0.0.1:{match.group(1)}/v1"
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        out, err = self.proc.communicate(timeout=10)
+        return out + err
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = SimServerProcess("--latency-ms", "1")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def faulty_server():
+    srv = SimServerProcess("--fault-rate", "0.25", "--seed", "7", "--timeout-fault-s", "2")
+    yield srv
+    srv.stop()
+
+
+def test_openai_client_talks_to_the_sim_server(server):
+    import openai
+
+    client = openai.OpenAI(base_url=server.base, api_key="unused", max_retries=0)
+    assert {m.id for m in client.models.list().data} >= {"oracle", "novice"}
+    messages = [{"role": "system", "content": "x"},
+                {"role": "user", "content": "Observation: I am thinking of an integer between 1 and 100. Guess it."}]
+    reply = client.chat.completions.create(model="oracle", messages=messages, seed=3)
+    assert "\\boxed{" in reply.choices[0].message.content and reply.usage.completion_tokens > 0
+    stream = client.chat.completions.create(model="oracle", messages=messages, seed=3, stream=True,
+                                            stream_options={"include_usage": True})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == reply.choices[0].message.content
+    assert chunks[-1].usage.total_tokens == reply.usage.total_tokens
+
+
+def write_http_registry(path: Path, base: str, extra: str = "") -> Path:
+    path.write_text(f"""models:
+  - name: journeyman
+    model: envduels-sim/journeyman
+  - name: novice
+    model: envduels-sim/novice
+  - name: novice-http
+    model: openai/novice
+    api_base: {base}
+    api_key_env: ENVDUELS_TEST_KEY
+    input_cost_per_mtok: 1.0
+    output_cost_per_mtok: 2.0
+{extra}""")
+    return path
+
+
+def resources_for(tmp_path: Path, registry: Path, **gateway) -> dict:
+    return build_resources(
+        gateway=GatewayResource(registry_path=str(registry), cache_path=str(tmp_path / "home" / "cache.sqlite"),
+                                **gateway),
+        settings=DuelSettings(envs_per_author=2, benchmark_seeds=[0, 1]),
+        warehouse=DuckDBResource(database=str(tmp_path / "home" / "warehouse.duckdb")))
+
+
+def play(instance, resources, author: str, solver: str):
+    return dg.materialize([duel_episodes], instance=instance, resources=resources,
+                          partition_key=pair_key(author, solver), raise_on_error=False)
+
+
+def episodes(db: Path, solver: str):
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return conn.execute("""SELECT env_id, condition, seed, status, stop_reason, turns, transcript, retries
+                               FROM episodes WHERE solver = ? ORDER BY ALL""", [solver]).fetchall()
+
+
+@pytest.mark.parametrize("which", ["server", "faulty_server"])
+def test_pair_over_http_equals_in_process(which, request, tmp_path, monkeypatch):
+    srv = request.getfixturevalue(which)
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", CANARY)
+    registry = write_http_registry(tmp_path / "models.yaml", srv.base)
+    resources = resources_for(tmp_path, registry, max_attempts=8, timeout_s=1.0)
+    (tmp_path / "dagster").mkdir()
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))
+    register_models(instance, ["journeyman", "novice", "novice-http"])
+    assert dg.materialize([authored_environments], instance=instance, resources=resources,
+                          partition_key="journeyman").success
+    local, remote = play(instance, resources, "journeyman", "novice"), play(instance, resources, "journeyman",
+                                                                           "novice-http")
+    assert local.success and remote.success
+    db = tmp_path / "home" / "warehouse.duckdb"
+    same = lambda rows: [r[:7] for r in rows]  # noqa: E731 - everything but the retry count
+    assert same(episodes(db, "novice")) == same(episodes(db, "novice-http")) != []
+    md = remote.asset_materializations_for_node("duel_episodes")[0].metadata
+    assert md["cost_usd"].value > 0
+    retries = sum(r[7] for r in episodes(db, "novice-http"))
+    if which == "faulty_server":
+        assert retries > 0 and md["retries"].value == retries  # every retried attempt is recorded
+    else:
+        assert retries == 0
+    # The key never lands on disk: warehouse, cache, Dagster's event log and run storage.
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert CANARY.encode() not in path.read_bytes(), f"key leaked into {path}"
+    instance.dispose()
+
+
+def test_bad_entries_fail_their_own_partitions_with_clear_messages(server, tmp_path, monkeypatch):
+    monkeypatch.delenv("ENVDUELS_TEST_KEY", raising=False)
+    extra = """  - name: no-such-provider
+    model: nosuchprovider/foo
+  - name: unreachable
+    model: openai/novice
+    api_base: http://127.0.0.1:9/v1
+"""
+    registry = write_http_registry(tmp_path / "models.yaml", server.base, extra)
+    resources = resources_for(tmp_path, registry, max_attempts=2, timeout_s=1.0)
+    instance = dg.DagsterInstance.ephemeral()
+    register_models(instance, ["journeyman", "novice", "novice-http", "no-such-provider", "unreachable"])
+    assert dg.materialize([authored_environments], instance=instance, resources=resources,
+                          partition_key="journeyman").success
+
+    def failure_message(solver):
+        result = play(instance, resources, "journeyman", solver)
+        assert not result.success
+        step_failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+        return step_failure.event_specific_data.error.message
+
+    assert "api_key_env" in failure_message("novice-http") and "ENVDUELS_TEST_KEY" in failure_message("novice-http")
+    assert "bad_request" in failure_message("no-such-provider")
+    assert "connection_error" in failure_message("unreachable")
+    assert play(instance, resources, "journeyman", "novice").success  # the other pairs still run
+    with duckdb.connect(str(tmp_path / "home" / "warehouse.duckdb"), read_only=True) as conn:
+        solvers = {s for (s,) in conn.execute("SELECT DISTINCT solver FROM episodes").fetchall()}
+    assert solvers == {"novice"}  # failed partitions wrote nothing
