@@ -54,9 +54,18 @@ def _load_specs(args: argparse.Namespace):
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from envduels_dagster.core.export_format import ExportFormatError
     from envduels_dagster.core.validation import validate_environment
 
-    specs = _load_specs(args)
+    try:
+        specs = _load_specs(args)
+    except ExportFormatError as exc:
+        # A malformed or tampered export is rejected input (exit 1, with the reason), not a usage error.
+        if args.json:
+            print(json.dumps({"env_id": None, "valid": False, "reason": str(exc), "winnability": "unproven"}))
+        else:
+            print(f"{args.path}: REJECTED: {exc}")
+        return 1
     results = [asyncio.run(validate_environment(s)) for s in specs]
     for r in results:
         out = {"env_id": r.env_id, "valid": r.valid, "reason": r.reject_reason, "winnability": r.winnability}
@@ -91,6 +100,31 @@ def _default_cache():
     from envduels_dagster.settings import cache_path
 
     return CallCache(cache_path())
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    """Import an EnvDuels export into the warehouse: all-or-nothing, each environment validated."""
+    import datetime as dt
+
+    import duckdb
+
+    from envduels_dagster.core.export_format import load_export
+    from envduels_dagster.core.validation import validate_environment
+    from envduels_dagster.core.warehouse import environments_frame, replace_rows
+    from envduels_dagster.settings import warehouse_path
+
+    specs = load_export(args.path)  # raises before anything is written
+    if args.author:
+        specs = [s.model_copy(update={"author": args.author}) for s in specs]
+    checked = [asyncio.run(validate_environment(s)) for s in specs]
+    df = environments_frame(checked, "imported", dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
+    with duckdb.connect(str(warehouse_path())) as conn:
+        replace_rows(conn, "environments", df, {"env_id": [s.env_id for s in checked]})
+    for s in checked:
+        out = {"env_id": s.env_id, "author": s.author, "valid": s.valid, "reason": s.reject_reason}
+        print(json.dumps(out) if args.json else f"{s.env_id} ({s.author}): "
+              + ("valid" if s.valid else f"REJECTED: {s.reject_reason}"))
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -141,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--seed", dest="seed_one", type=int, default=0)
             p.add_argument("--transcript", action="store_true", help="include the transcript in --json output")
         p.set_defaults(func=func)
+
+    p = sub.add_parser("import", help="import an EnvDuels export directory into the warehouse (validated)")
+    p.add_argument("path")
+    p.add_argument("--author", help="record the environments under this author instead of the manifest's")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_import)
 
     p = sub.add_parser("demo", help="run the whole pipeline on the simulated models through Dagster")
     p.add_argument("--envs-per-author", type=int, default=3)

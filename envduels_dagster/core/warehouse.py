@@ -58,15 +58,29 @@ def ensure_schema(conn) -> None:
         conn.execute(f"CREATE VIEW IF NOT EXISTS {view} AS SELECT * FROM {table}")
 
 
+def _where(where: dict[str, object] | None) -> tuple[str, list]:
+    """SQL condition and parameters: equality per column, or IN for a list of values."""
+    parts, params = [], []
+    for col, value in (where or {}).items():
+        if isinstance(value, (list, tuple, set)):
+            values = list(value)
+            parts.append(f"{col} IN ({', '.join('?' * len(values))})" if values else "FALSE")
+            params += values
+        else:
+            parts.append(f"{col} = ?")
+            params.append(value)
+    return " AND ".join(parts) or "TRUE", params
+
+
 def replace_rows(conn, table: str, df: pd.DataFrame, where: dict[str, object] | None = None) -> int:
     """Replace the rows matching ``where`` (all rows if None) with ``df``, atomically."""
     ensure_schema(conn)
-    clause = " AND ".join(f"{col} = ?" for col in (where or {})) or "TRUE"
+    clause, params = _where(where)
     conn.register("_incoming", df)
     try:
         conn.execute("BEGIN TRANSACTION")
         try:
-            conn.execute(f"DELETE FROM {table} WHERE {clause}", list((where or {}).values()))
+            conn.execute(f"DELETE FROM {table} WHERE {clause}", params)
             if len(df):
                 conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
             conn.execute("COMMIT")
@@ -80,8 +94,8 @@ def replace_rows(conn, table: str, df: pd.DataFrame, where: dict[str, object] | 
 
 def read_table(conn, table: str, where: dict[str, object] | None = None) -> pd.DataFrame:
     ensure_schema(conn)
-    clause = " AND ".join(f"{col} = ?" for col in (where or {})) or "TRUE"
-    return conn.execute(f"SELECT * FROM {table} WHERE {clause}", list((where or {}).values())).df()
+    clause, params = _where(where)
+    return conn.execute(f"SELECT * FROM {table} WHERE {clause}", params).df()
 
 
 def environments_frame(specs, author_version: str, now) -> pd.DataFrame:

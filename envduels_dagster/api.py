@@ -1,0 +1,36 @@
+"""The small public API for downstream teams: find and load a learner's published training set.
+
+    from envduels_dagster.api import load_training_set, latest_export_dir
+    df = load_training_set("novice")          # one row per (environment, seed), prompt-style columns
+    path = latest_export_dir("novice")        # EnvDuels v1 export + train.jsonl + train.parquet
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def exports_root(home: str | Path | None = None) -> Path:
+    from envduels_dagster.settings import envduels_home
+
+    return Path(home) / "exports" if home else envduels_home() / "exports"
+
+
+def latest_export_dir(learner: str, home: str | Path | None = None) -> Path:
+    """The newest complete export for ``learner`` (resolved, so it stays valid while you read it)."""
+    link = exports_root(home) / learner / "latest"
+    if not link.exists():
+        raise FileNotFoundError(f"no published training set for learner {learner!r} under {link.parent}")
+    return link.resolve()
+
+
+def load_training_set(learner: str, home: str | Path | None = None, verify: bool = True) -> pd.DataFrame:
+    """The learner's latest training rows (``train.parquet``), checked against their hashes by default."""
+    from envduels_dagster.core.training_export import verify_export
+
+    root = latest_export_dir(learner, home)
+    if verify:
+        verify_export(root)
+    return pd.read_parquet(root / "train.parquet")

@@ -1,0 +1,174 @@
+"""Publish a learner's training set as a versioned, atomically switched export.
+
+Why versioned directories and a ``latest`` symlink: a trainer reading ``latest``
+must never see a half-written export. We write into a hidden temporary directory,
+verify it against the contract and its checksums, rename it into place, and only
+then swap the symlink with an atomic ``os.replace``. A crash at any point leaves
+the previous ``latest`` untouched; leftovers are removed by the next export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from envduels_dagster.core.export_contract import (
+    EnvMetadata,
+    GymEnvConfig,
+    GymMessage,
+    GymRow,
+    Manifest,
+    ManifestEntry,
+    Privileged,
+    PromptRow,
+)
+from envduels_dagster.core.protocol import SOLVER_SYSTEM_PROMPT, first_user_message, sha256_text
+
+TMP_PREFIX = ".tmp-"
+CHECKSUMS = "SHA256SUMS"
+
+
+class ExportIntegrityError(ValueError):
+    pass
+
+
+@dataclass
+class ExportItem:
+    """One training environment with its provenance and the cold first observation per seed."""
+
+    env_id: str
+    author: str
+    domain: str
+    class_name: str
+    max_turns: int
+    source: str
+    source_sha256: str
+    hint: str
+    seeds: list[int]
+    observations: dict[int, str]
+    p_cold: float
+    p_hint: float
+    lift: float
+    lift_lower: float
+    lift_upper: float
+
+
+def _write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data.encode() if isinstance(data, str) else data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def write_export(learner_root: Path, learner: str, items: list[ExportItem], version: str,
+                 on_file: Callable[[Path], None] | None = None) -> Path:
+    """Write, verify and publish version ``version``; return its directory. ``latest`` moves last."""
+    learner_root.mkdir(parents=True, exist_ok=True)
+    for stale in learner_root.glob(f"{TMP_PREFIX}*"):  # leftovers of a crashed export
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+    final = learner_root / version
+    if final.exists():
+        raise ExportIntegrityError(f"export version {version} already exists at {final}")
+    tmp = learner_root / f"{TMP_PREFIX}{version}"
+    tmp.mkdir()
+    entries, gym_rows, prompt_rows = [], [], []
+    for item in items:
+        if sha256_text(item.source) != item.source_sha256:
+            raise ExportIntegrityError(f"{item.env_id}: source does not match its recorded sha256")
+        base = f"environments/{item.env_id}"
+        files = {
+            f"{base}/env.py": item.source,
+            f"{base}/metadata.json": EnvMetadata(
+                benchmark_seeds=item.seeds, learner=learner, p_cold=item.p_cold, p_hint=item.p_hint,
+                lift=item.lift, lift_lower=item.lift_lower, lift_upper=item.lift_upper).model_dump_json(indent=2),
+            f"{base}/privileged.json": Privileged(environment_id=item.env_id,
+                                                  hints={"hint": item.hint}).model_dump_json(indent=2),
+        }
+        for rel, text in files.items():
+            _write(tmp / rel, text)
+            if on_file:
+                on_file(tmp / rel)
+        entries.append(ManifestEntry(id=item.env_id, source=f"{base}/env.py", source_sha256=item.source_sha256,
+                                     class_name=item.class_name, max_turns=item.max_turns, domain=item.domain,
+                                     author=item.author, metadata=f"{base}/metadata.json",
+                                     privileged=f"{base}/privileged.json"))
+        for seed in item.seeds:
+            gym_rows.append(GymRow(messages=[GymMessage(role="user", content="<envduels-reset>")],
+                                   env_config=GymEnvConfig(export_dir=str(final), env_id=item.env_id, seed=seed),
+                                   env_id=item.env_id, seed=seed))
+            prompt = [{"role": "system", "content": SOLVER_SYSTEM_PROMPT},
+                      {"role": "user", "content": first_user_message(item.observations[seed], None)}]
+            prompt_rows.append(PromptRow(env_id=item.env_id, seed=seed, author=item.author, ability=item.domain,
+                                         prompt=json.dumps(prompt), hint=item.hint, max_turns=item.max_turns,
+                                         source_sha256=item.source_sha256, lift=item.lift))
+    _write(tmp / "manifest.json", Manifest(environments=entries).model_dump_json(indent=2))
+    _write(tmp / "train.jsonl", "".join(r.model_dump_json() + "\n" for r in gym_rows))
+    _write_parquet(tmp / "train.parquet", [r.model_dump() for r in prompt_rows])
+    if on_file:
+        on_file(tmp / "train.parquet")
+    _write(tmp / CHECKSUMS, "".join(f"{_sha256_file(p)}  {p.relative_to(tmp)}\n"
+                                    for p in sorted(tmp.rglob("*")) if p.is_file()))
+    verify_export(tmp)
+    os.rename(tmp, final)
+    switch_latest(learner_root, version)
+    return final
+
+
+def _write_parquet(path: Path, rows: list[dict]) -> None:
+    import duckdb
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=list(PromptRow.model_fields))
+    with duckdb.connect() as conn:
+        conn.register("rows", df)
+        conn.execute(f"COPY rows TO '{path}' (FORMAT PARQUET)")
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def switch_latest(learner_root: Path, version: str) -> None:
+    """Point ``latest`` at ``version`` atomically (a reader sees the old or the new target, never neither)."""
+    tmp_link = learner_root / f"{TMP_PREFIX}latest-{uuid.uuid4().hex}"
+    os.symlink(version, tmp_link)
+    os.replace(tmp_link, learner_root / "latest")
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_export(root: Path) -> Manifest:
+    """Check an export against its checksums and the contract; raise ExportIntegrityError naming the problem."""
+    sums = root / CHECKSUMS
+    if not sums.is_file():
+        raise ExportIntegrityError(f"{root}: {CHECKSUMS} is missing")
+    listed = {}
+    for line in sums.read_text().splitlines():
+        digest, rel = line.split("  ", 1)
+        listed[rel] = digest
+    present = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != CHECKSUMS}
+    if missing := sorted(set(listed) - present):
+        raise ExportIntegrityError(f"{root}: files listed in {CHECKSUMS} are missing: {', '.join(missing[:5])}")
+    if extra := sorted(present - set(listed)):
+        raise ExportIntegrityError(f"{root}: files not listed in {CHECKSUMS}: {', '.join(extra[:5])}")
+    for rel, digest in listed.items():
+        if _sha256_file(root / rel) != digest:
+            raise ExportIntegrityError(f"{root}: {rel} does not match its sha256 in {CHECKSUMS}")
+    manifest = Manifest.model_validate_json((root / "manifest.json").read_text())
+    for entry in manifest.environments:
+        if sha256_text((root / entry.source).read_text()) != entry.source_sha256:
+            raise ExportIntegrityError(f"{root}: {entry.source} does not match source_sha256 in the manifest")
+    for line in (root / "train.jsonl").read_text().splitlines():
+        GymRow.model_validate_json(line)
+    return manifest
