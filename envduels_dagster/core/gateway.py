@@ -81,12 +81,21 @@ class Gateway:
         self.sim_latency_s = sim_latency_s  # makes simulated models behave like slow providers (demos, tests)
         self.stats = GatewayStats()
         self._pools: dict[str, asyncio.Semaphore] = {}
+        self._limiters: dict[str, RateLimiter] = {}
         self._sims: dict[str, Any] = {}
 
     def _pool(self, entry: ModelEntry) -> asyncio.Semaphore:
         if entry.provider not in self._pools:
             self._pools[entry.provider] = asyncio.Semaphore(entry.max_concurrency)
+            if entry.requests_per_minute:
+                self._limiters[entry.provider] = RateLimiter(entry.requests_per_minute)
         return self._pools[entry.provider]
+
+    async def _admit(self, entry: ModelEntry) -> None:
+        """Wait for the pool's rate limiter, if the registry sets one."""
+        limiter = self._limiters.get(entry.provider)
+        if limiter is not None:
+            await limiter.acquire()
 
     async def chat(self, model_name: str, messages: list[dict[str, str]], *, seed: int | None = None) -> ChatResponse:
         entry = self.registry.get(model_name)
@@ -99,8 +108,9 @@ class Gateway:
             return ChatResponse(**{**hit, "cached": True, "latency_s": 0.0, "cost_usd": 0.0, "attempts": 0,
                                    "retried_errors": []})
         if entry.is_simulated:
-            if self.sim_latency_s:
+            if self.sim_latency_s or entry.requests_per_minute:
                 async with self._pool(entry):
+                    await self._admit(entry)
                     await asyncio.sleep(self.sim_latency_s)
             response = self._simulated(entry, messages, seed)
         else:
@@ -129,6 +139,7 @@ class Gateway:
         policy = self.policy
         errors: list[str] = []
         for attempt in range(1, policy.max_attempts + 1):
+            await self._admit(entry)
             t0 = time.perf_counter()
             try:
                 text, pt, ct, cost = await _litellm_call(entry, messages, seed, api_key, policy.timeout_s)
@@ -148,6 +159,23 @@ class Gateway:
                                 cost_usd=cost if cost is not None else entry.cost(pt, ct),
                                 latency_s=time.perf_counter() - t0, attempts=attempt, retried_errors=errors)
         raise AssertionError("unreachable")
+
+
+class RateLimiter:
+    """Spaces requests evenly at ``per_minute``: a provider's limit holds however many tasks wait."""
+
+    def __init__(self, per_minute: float):
+        self.interval = 60.0 / per_minute
+        self._next = 0.0
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            now = time.monotonic()
+            wait = self._next - now
+            self._next = max(now, self._next) + self.interval
+        if wait > 0:
+            await asyncio.sleep(wait)
 
 
 def _safe_message(exc: Exception, api_key: str | None) -> str:

@@ -47,6 +47,7 @@ class ModelEntry(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(1024, ge=1, le=200_000)
     max_concurrency: int = Field(8, ge=1, le=1024)
+    requests_per_minute: float | None = Field(None, gt=0)  # provider rate limit, shared by the pool in a run
     input_cost_per_mtok: float = Field(0.0, ge=0.0)
     output_cost_per_mtok: float = Field(0.0, ge=0.0)
 
@@ -142,7 +143,7 @@ def load_registry(path: str | Path | None = None) -> Registry:
         except ValidationError as exc:
             err = exc.errors()[0]
             field = ".".join(str(x) for x in err["loc"]) or None
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
             raise RegistryError(p, msg, entry=label, field=field) from None
         if entry.name in seen:
             raise RegistryError(p, f"duplicate name (also entry #{seen[entry.name]})", entry=label, field="name")

@@ -16,7 +16,8 @@ SCHEMA = {
     "model_registry": """
         name VARCHAR PRIMARY KEY, model VARCHAR, api_base VARCHAR, api_key_env VARCHAR, version VARCHAR,
         pool VARCHAR, provider VARCHAR, simulated BOOLEAN, temperature DOUBLE, max_tokens INTEGER,
-        max_concurrency INTEGER, input_cost_per_mtok DOUBLE, output_cost_per_mtok DOUBLE""",
+        max_concurrency INTEGER, requests_per_minute DOUBLE, input_cost_per_mtok DOUBLE,
+        output_cost_per_mtok DOUBLE""",
     "environments": """
         env_id VARCHAR, author VARCHAR, round INTEGER, domain VARCHAR, family VARCHAR, class_name VARCHAR,
         max_turns INTEGER, source VARCHAR, source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds INTEGER[],
