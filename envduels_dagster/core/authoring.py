@@ -54,6 +54,7 @@ class ParsedReply:
     hint: str
     max_turns: int
     family: str | None = None
+    meta: dict | None = None
 
 
 def author_messages(slot: int, count: int, domain: str = "any domain you like",
@@ -75,6 +76,8 @@ def parse_author_reply(text: str) -> ParsedReply:
         raise AuthorReplyError("reply contains no ```python code block")
     meta: dict = {}
     raw_json = next((b for lang, b in blocks if lang == "json"), None)
+    if raw_json is None:  # an un-labelled (or mislabelled) fence holding a JSON object
+        raw_json = next((b for lang, b in blocks if b is not code and b.strip().startswith("{")), None)
     if raw_json is None:
         m = re.search(r"\{[^{}]*\"class_name\"[^{}]*\}", text)
         raw_json = m.group(0) if m else None
@@ -96,7 +99,7 @@ def parse_author_reply(text: str) -> ParsedReply:
     if not 1 <= max_turns <= 200:
         raise AuthorReplyError(f"max_turns {max_turns} is outside 1..200")
     return ParsedReply(source=code, class_name=str(class_name), domain=str(meta.get("domain") or "unknown"),
-                       hint=hint.strip(), max_turns=max_turns, family=meta.get("family"))
+                       hint=hint.strip(), max_turns=max_turns, family=meta.get("family"), meta=meta)
 
 
 def _infer_class(code: str) -> str:
@@ -130,7 +133,7 @@ def spec_from_reply(author: str, slot: int, reply: str, seeds: list[int], round_
     return EnvironmentSpec(env_id=make_env_id(author, round_, slot, parsed.source), author=author,
                            domain=parsed.domain, class_name=parsed.class_name, max_turns=parsed.max_turns,
                            source=parsed.source, hint=parsed.hint, benchmark_seeds=seeds, family=parsed.family,
-                           round=round_)
+                           round=round_, author_meta=parsed.meta or {})
 
 
 async def author_environments(gateway, author: str, count: int, seeds: list[int], limits=None,

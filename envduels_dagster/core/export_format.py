@@ -6,10 +6,11 @@ root and every source must match its recorded sha256, or nothing is imported.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, sha256_text
+from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec
 
 FORMAT_VERSION = 1
 
@@ -41,13 +42,25 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
         raise ExportFormatError(f"{manifest_path}: invalid JSON: {exc.msg} at line {exc.lineno}") from None
     if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
         raise ExportFormatError(f"{manifest_path}: format_version must be {FORMAT_VERSION}")
+    entries = manifest.get("environments", [])
+    if not isinstance(entries, list):
+        raise ExportFormatError(f"{manifest_path}: 'environments' must be a list")
     specs = []
-    for item in manifest.get("environments", []):
-        env_id = str(item.get("id", "?"))
+    for index, item in enumerate(entries, start=1):
+        if not isinstance(item, dict):
+            raise ExportFormatError(f"{manifest_path}: environment #{index} must be a JSON object")
+        env_id = str(item.get("id", f"#{index}"))
+        for key in ("id", "source", "source_sha256", "class_name"):
+            if key not in item:
+                raise ExportFormatError(f"environment {env_id!r}: manifest entry lacks {key!r}")
         source_path = _inside(root, item.get("source"), "source", env_id)
-        source = source_path.read_text()
-        if sha256_text(source) != item.get("source_sha256"):
+        raw = source_path.read_bytes()  # hash the bytes as written: read_text() would translate CRLF
+        if hashlib.sha256(raw).hexdigest() != item.get("source_sha256"):
             raise ExportFormatError(f"environment {env_id!r}: source_sha256 does not match {item.get('source')!r}")
+        try:
+            source = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ExportFormatError(f"environment {env_id!r}: source is not UTF-8 ({exc.reason})") from None
         seeds = list(DEFAULT_SEEDS)
         if item.get("metadata"):
             meta = _read_json(_inside(root, item["metadata"], "metadata", env_id), env_id, "metadata")
@@ -62,10 +75,15 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
                 raise ExportFormatError(
                     f"environment {env_id!r}: privileged file must hold its environment_id and a 'hints' object")
             hint = hints.get("hint") or "\n".join(str(hints[k]) for k in sorted(hints) if k.startswith("hint_"))
-        specs.append(EnvironmentSpec(
-            env_id=env_id, author=str(item.get("author", "imported")), domain=str(item.get("domain", "unknown")),
-            class_name=str(item["class_name"]), max_turns=int(item.get("max_turns", 10)), source=source,
-            hint=hint, benchmark_seeds=seeds))
+        try:
+            specs.append(EnvironmentSpec(
+                env_id=env_id, author=str(item.get("author", "imported")), domain=str(item.get("domain", "unknown")),
+                class_name=str(item["class_name"]), max_turns=item.get("max_turns", 10), source=source,
+                hint=hint, benchmark_seeds=seeds))
+        except ValueError as exc:  # pydantic ValidationError: e.g. max_turns not an integer or outside 1..200
+            err = exc.errors()[0] if hasattr(exc, "errors") else None
+            what = f"{'.'.join(map(str, err['loc']))}: {err['msg']}" if err else str(exc)
+            raise ExportFormatError(f"environment {env_id!r}: {what}") from None
     return specs
 
 

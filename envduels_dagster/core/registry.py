@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 SIM_PREFIX = "envduels-sim/"
+FAST_PREFIXES = ("openai", "hosted_vllm")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_REGISTRY = Path(__file__).resolve().parents[2] / "models.yaml"
 
@@ -48,6 +49,9 @@ class ModelEntry(BaseModel):
     max_tokens: int = Field(1024, ge=1, le=200_000)
     max_concurrency: int = Field(8, ge=1, le=1024)
     requests_per_minute: float | None = Field(None, gt=0)  # provider rate limit, shared by the pool in a run
+    # Client path: "auto" takes the lean HTTP client for OpenAI-compatible servers given by api_base
+    # (openai/... or hosted_vllm/...), litellm for everything else.
+    client: Literal["auto", "litellm", "fast"] = "auto"
     input_cost_per_mtok: float = Field(0.0, ge=0.0)
     output_cost_per_mtok: float = Field(0.0, ge=0.0)
 
@@ -74,6 +78,13 @@ class ModelEntry(BaseModel):
     @property
     def is_simulated(self) -> bool:
         return self.model.startswith(SIM_PREFIX)
+
+    @property
+    def uses_fast_client(self) -> bool:
+        openai_compatible = self.model.split("/", 1)[0] in FAST_PREFIXES and bool(self.api_base)
+        if self.client == "fast" and not openai_compatible:
+            raise ValueError(f"model {self.name!r}: client 'fast' needs an openai/ or hosted_vllm/ model with api_base")
+        return self.client == "fast" or (self.client == "auto" and openai_compatible)
 
     @property
     def provider(self) -> str:

@@ -10,9 +10,9 @@ this side enforces wall-clock deadlines and kills the whole process group.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -24,8 +24,10 @@ from typing import Any
 WORKER_SCRIPT = Path(__file__).with_name("sandbox_worker.py")
 # Each worker runs under its own throwaway uid so that one environment cannot
 # signal or read another's processes; root may setuid to ids with no passwd entry.
+# Drawn at random from ~2**31 ids: a per-process counter offset by pid % 1000 gave two
+# orchestrator processes whose pids agree mod 1000 (parallel Dagster runs) the same uids.
 _UID_BASE = 200_000
-_uid_counter = itertools.count()
+_UID_SPAN = 2**31 - _UID_BASE
 
 ERROR_KINDS = ("load_error", "timeout", "crash", "protocol_violation", "resource_limit", "sandbox_unavailable")
 
@@ -68,6 +70,7 @@ class SandboxedEnv:
         self.applied: dict[str, Any] = {}
         self._proc: asyncio.subprocess.Process | None = None
         self._workdir: str | None = None
+        self._killed = False  # True once we SIGKILLed the group ourselves (deadline, bad reply)
 
     async def __aenter__(self) -> "SandboxedEnv":
         await self.start()
@@ -77,11 +80,22 @@ class SandboxedEnv:
         await self.close()
 
     async def start(self) -> None:
+        # A failed start (load error, timeout, no isolation) must not leave the worker or
+        # its temporary directory behind: ``async with`` never calls __aexit__ when
+        # __aenter__ raises.
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
         lim = self.limits
+        self._killed = False
         self._workdir = tempfile.mkdtemp(prefix="envduels-sbx-")
         uid = None
         if lim.drop_privileges and os.getuid() == 0:
-            uid = _UID_BASE + (os.getpid() % 1000) * 1000 + next(_uid_counter) % 1000
+            uid = _UID_BASE + secrets.randbelow(_UID_SPAN)
             os.chown(self._workdir, uid, uid)
         cfg = {**asdict(lim), "workdir": self._workdir, "uid": uid}
         self._proc = await asyncio.create_subprocess_exec(
@@ -97,7 +111,6 @@ class SandboxedEnv:
         hello = await self._request(cfg, lim.load_timeout_s, "starting the worker")
         self.applied = hello
         if lim.isolate_network and not hello.get("network_isolated"):
-            await self.close()
             raise SandboxError(
                 "sandbox_unavailable",
                 "cannot isolate the network for environment code "
@@ -164,8 +177,13 @@ class SandboxedEnv:
     def _death_reason(self, what: str, code: int | None) -> tuple[str, str]:
         if code is not None and code < 0:
             sig = -code
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and False):
+            if sig == signal.SIGXCPU:
                 return "resource_limit", f"CPU limit of {self.limits.cpu_seconds} s exceeded during {what}"
+            if sig == signal.SIGKILL and not self._killed:
+                # Nobody but the kernel kills a throwaway uid: the CPU hard limit (SIGXCPU
+                # ignored) or the out-of-memory killer.
+                return "resource_limit", (f"worker killed by the kernel (CPU hard limit of "
+                                          f"{self.limits.cpu_seconds + 1} s or out of memory) during {what}")
             if sig == signal.SIGXFSZ:
                 return "resource_limit", f"file size limit of {self.limits.max_file_size_mb} MB exceeded during {what}"
             return "crash", f"worker died from signal {signal.Signals(sig).name} during {what}"
@@ -173,6 +191,7 @@ class SandboxedEnv:
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.returncode is None:
+            self._killed = True
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             except ProcessLookupError:

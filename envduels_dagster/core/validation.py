@@ -73,6 +73,11 @@ async def _check(spec: EnvironmentSpec, limits: SandboxLimits | None) -> str:
                 actions = refs[seed] = await env.reference_actions(seed)
                 if not actions:
                     raise Rejected(f"reference_actions(seed={seed}) returned no actions")
+                # A reference drawn from unseeded randomness would otherwise surface as a
+                # reference that "does not win", hiding the real defect.
+                if await env.reference_actions(seed) != actions:
+                    raise Rejected(f"reference_actions is not deterministic for seed {seed}: "
+                                   "two calls returned different actions")
                 phase = f"replaying the reference on seed {seed}"
                 await env.reset(seed)
                 won = False
@@ -87,8 +92,14 @@ async def _check(spec: EnvironmentSpec, limits: SandboxLimits | None) -> str:
                         f"({len(actions)} reference actions)"
                     )
             if spec.hint:
-                leaked = [s for s in spec.benchmark_seeds if hint_leaks(spec.hint, refs[s])]
-                if len(leaked) * 2 >= len(spec.benchmark_seeds):
+                # Judge distinct solutions, not seeds: a structural hint ("a multiple of 10")
+                # may coincide with the answer of some seeds (secret 10), and duplicates of
+                # that one answer must not outvote the rest. The hint is the same for every
+                # seed, so it leaks when it spells out most of the distinct solutions.
+                distinct = {tuple(a) for a in refs.values()}
+                leaked_solutions = {sol for sol in distinct if hint_leaks(spec.hint, list(sol))}
+                leaked = [s for s in spec.benchmark_seeds if tuple(refs[s]) in leaked_solutions]
+                if len(leaked_solutions) * 2 > len(distinct):
                     raise Rejected(
                         f"hint reveals the reference solution verbatim (seeds {', '.join(map(str, leaked))})"
                     )

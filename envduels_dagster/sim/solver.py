@@ -212,10 +212,14 @@ def _sequence(p: SimProfile, view: GameView, hint: str | None, rng: random.Rando
 
 
 def _fallback(view: GameView, rng: random.Random) -> str:
-    options = re.findall(r"\b(north|south|east|west|yes|no|left|right|up|down)\b", view.current, re.I)
+    # A format-error notice says nothing about the game (and its "no action found" would
+    # be read as the option "no"): answer the latest real observation instead.
+    text = next((obs for obs in [view.current, *(o for _, o in reversed(view.history))]
+                 if not obs.startswith("Format error")), view.intro)
+    options = re.findall(r"\b(north|south|east|west|yes|no|left|right|up|down)\b", text, re.I)
     if options:
         return rng.choice(options).lower()
-    if (either := re.search(r"\b([A-Za-z]+) or ([A-Za-z]+)\b", view.current)):
+    if (either := re.search(r"\b([A-Za-z]+) or ([A-Za-z]+)\b", text)):
         return rng.choice(either.groups()).lower()
-    numbers = re.findall(r"-?\d+", view.current)
+    numbers = re.findall(r"-?\d+", text)
     return rng.choice(numbers) if numbers else "1"

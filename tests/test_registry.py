@@ -1,0 +1,168 @@
+"""The YAML model registry: valid files, every malformed case, keys, ENVDUELS_REGISTRY."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from envduels_dagster.core.gateway import Gateway
+from envduels_dagster.core.registry import (
+    DEFAULT_REGISTRY,
+    RegistryError,
+    load_registry,
+    registry_path,
+)
+from envduels_dagster.sim.profiles import PROFILES
+
+
+def test_repository_registry_lists_the_simulated_models(monkeypatch):
+    monkeypatch.delenv("ENVDUELS_REGISTRY", raising=False)
+    assert registry_path() == DEFAULT_REGISTRY
+    registry = load_registry()
+    assert registry.names == list(PROFILES)  # the five profiles, strongest first
+    assert all(m.is_simulated and m.api_key_env is None for m in registry.models)
+
+
+def test_valid_registry_with_defaults_and_full_entries(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(
+        "models:\n"
+        "  - name: novice\n"
+        "    model: envduels-sim/novice\n"
+        "  - name: gpt-mini\n"
+        "    model: openai/gpt-4o-mini\n"
+        "    api_key_env: OPENAI_API_KEY\n"
+        "    version: '2024-07-18'\n"
+        "    temperature: 0.7\n"
+        "    max_tokens: 512\n"
+        "    pool: openai-main\n"
+        "    input_cost_per_mtok: 0.15\n"
+        "    output_cost_per_mtok: 0.6\n"
+        "  - name: local.vllm\n"
+        "    model: hosted_vllm/qwen\n"
+        "    api_base: http://127.0.0.1:8000/v1\n"
+    )
+    reg = load_registry(path)
+    assert reg.path == str(path)
+    assert reg.names == ["novice", "gpt-mini", "local.vllm"]
+    sim, mini, vllm = reg.models
+    # documented defaults for everything but name/model
+    assert (sim.api_base, sim.api_key_env, sim.version, sim.temperature, sim.max_tokens) == (None, None, "1", 0.0, 1024)
+    assert sim.provider == "envduels-sim" and sim.is_simulated
+    assert mini.provider == "openai-main" and not mini.is_simulated
+    assert mini.version == "2024-07-18"
+    # 1000 prompt + 2000 completion tokens at 0.15 / 0.6 USD per million
+    assert mini.cost(1000, 2000) == pytest.approx((1000 * 0.15 + 2000 * 0.6) / 1e6)
+    assert vllm.api_base == "http://127.0.0.1:8000/v1" and vllm.provider == "hosted_vllm"
+    assert reg.get("gpt-mini") is mini
+
+
+def _error(tmp_path: Path, text: str) -> tuple[RegistryError, Path]:
+    path = tmp_path / "models.yaml"
+    path.write_text(text)
+    with pytest.raises(RegistryError) as info:
+        load_registry(path)
+    return info.value, path
+
+
+@pytest.mark.parametrize(
+    ("text", "entry", "field", "fragment"),
+    [
+        # duplicate names: the second entry is blamed and points back at the first
+        ("models:\n  - name: a\n    model: x/y\n  - name: a\n    model: x/z\n",
+         "#2 ('a')", "name", "duplicate name (also entry #1)"),
+        ("models:\n  - name: a\n    model: x/y\n    colour: red\n", "#1 ('a')", "colour", "unknown key"),
+        ("models:\n  - name: a\n    model: x/y\n  - name: b\n", "#2 ('b')", "model", "Field required"),
+        ("models:\n  - model: x/y\n", "#1", "name", "Field required"),
+        ("models:\n  - name: 'bad name'\n    model: x/y\n", "#1 ('bad name')", "name",
+         "must be 1-64 letters, digits"),
+        ("models:\n  - name: a\n    model: gpt4\n", "#1 ('a')", "model", "must look like 'provider/model'"),
+        ("models:\n  - name: a\n    model: envduels-sim/wizard\n", "#1 ('a')", "model",
+         "unknown simulated profile 'wizard'"),
+        ("models:\n  - name: a\n    model: x/y\n    temperature: 5\n", "#1 ('a')", "temperature",
+         "less than or equal to 2"),
+        ("models:\n  - just-a-string\n", "#1", None, "each entry must be a mapping"),
+    ],
+)
+def test_malformed_entries_name_file_entry_and_field(tmp_path, text, entry, field, fragment):
+    err, path = _error(tmp_path, text)
+    message = str(err)
+    assert message.startswith(str(path) + ": ")
+    assert f"entry {entry}" in message
+    assert err.entry == entry
+    assert err.field == field
+    if field is not None:
+        assert f"field '{field}'" in message
+    assert fragment in message
+    assert "Value error," not in message  # pydantic's prefix is noise for a user
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("models:\n  - name: a\n    model: [x\n", "invalid YAML at line 4, column 1"),
+        ("models:\n  - name: a\n\tmodel: x/y\n", "invalid YAML at line 3"),
+        ("- name: a\n  model: x/y\n", "expected a mapping with a 'models' list"),
+        ("models: {}\n", "expected a mapping with a 'models' list"),
+        ("models: []\n", "the registry lists no models"),
+        ("models:\n  - name: a\n    model: x/y\nsettings: 1\n", "unknown top-level key(s): settings"),
+    ],
+)
+def test_malformed_files_name_the_file(tmp_path, text, fragment):
+    err, path = _error(tmp_path, text)
+    assert str(err).startswith(str(path) + ": ")
+    assert fragment in str(err)
+
+
+def test_missing_file_is_a_registry_error(tmp_path):
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(RegistryError, match="cannot read the registry") as info:
+        load_registry(path)
+    assert str(path) in str(info.value)
+
+
+def test_unknown_model_name_lists_the_known_ones(sim_registry):
+    reg = load_registry(sim_registry(["oracle", "novice"]))
+    with pytest.raises(RegistryError, match=r"no model named 'gpt'; known: oracle, novice"):
+        reg.get("gpt")
+
+
+def test_api_key_read_from_the_named_variable_only_when_requested(tmp_path, monkeypatch):
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - name: mini\n    model: openai/gpt-4o-mini\n    api_key_env: ENVDUELS_TEST_KEY\n")
+    monkeypatch.delenv("ENVDUELS_TEST_KEY", raising=False)
+    reg = load_registry(path)  # loading does not need the key
+    with pytest.raises(RegistryError) as info:
+        reg.api_key("mini")
+    err = info.value
+    assert err.field == "api_key_env" and err.entry == "'mini'"
+    assert str(err) == f"{path}: entry 'mini': field 'api_key_env': environment variable ENVDUELS_TEST_KEY is not set"
+
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", "")  # empty counts as unset
+    with pytest.raises(RegistryError, match="ENVDUELS_TEST_KEY is not set"):
+        reg.api_key("mini")
+
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", "sk-test-123")
+    assert reg.api_key("mini") == "sk-test-123"
+    assert "sk-test-123" not in path.read_text() + repr(reg)  # the key never lands in the registry
+
+
+def test_gateway_refuses_a_model_whose_key_is_unset_before_any_call(tmp_path, monkeypatch):
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - name: mini\n    model: openai/gpt-4o-mini\n    api_key_env: ENVDUELS_TEST_KEY\n")
+    monkeypatch.delenv("ENVDUELS_TEST_KEY", raising=False)
+    gateway = Gateway(load_registry(path))
+    with pytest.raises(RegistryError, match="field 'api_key_env'"):
+        asyncio.run(gateway.chat("mini", [{"role": "user", "content": "hi"}]))
+    assert sum(gateway.stats.backend_calls.values()) == 0
+
+
+def test_envduels_registry_overrides_the_default(sim_registry, monkeypatch):
+    path = sim_registry(["expert", "apprentice"])
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(path))
+    assert registry_path() == path
+    assert load_registry().names == ["expert", "apprentice"]
+    # an explicit path still wins over the variable
+    assert load_registry(DEFAULT_REGISTRY).names == list(PROFILES)
