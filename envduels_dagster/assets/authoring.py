@@ -9,7 +9,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
 from envduels_dagster.assets.registry import model_registry
 from envduels_dagster.core.authoring import author_environments
-from envduels_dagster.core.gateway import LLMError
+from envduels_dagster.core.gateway import LLMError, run_and_close
 from envduels_dagster.core.registry import RegistryError
 from envduels_dagster.core.warehouse import environments_frame, replace_rows
 from envduels_dagster.partitions import models_partitions
@@ -35,9 +35,9 @@ def authored_environments(context: dg.AssetExecutionContext, gateway: GatewayRes
         context.log.info(f"[{done}/{total}] {author} wrote {spec.env_id}: {verdict}")
 
     try:
-        specs = asyncio.run(author_environments(gw, author, settings.envs_per_author,
-                                                list(settings.benchmark_seeds), sandbox.limits(),
-                                                on_progress=progress))
+        specs = asyncio.run(run_and_close(gw, author_environments(
+            gw, author, settings.envs_per_author, list(settings.benchmark_seeds), sandbox.limits(),
+            on_progress=progress)))
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"author {author!r} could not be called, nothing was written: {exc}") from None
     df = environments_frame(specs, entry.version, utcnow())

@@ -11,11 +11,10 @@ from envduels_dagster.assets.authoring import authored_environments
 from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
 from envduels_dagster.assets.registry import model_registry
 from envduels_dagster.core.episodes import play_pair
-from envduels_dagster.core.gateway import LLMError
+from envduels_dagster.core.gateway import LLMError, run_and_close
 from envduels_dagster.core.registry import RegistryError
-from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.stats import pair_lift
-from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows
+from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows, specs_from_rows
 from envduels_dagster.jobs import WAIT_TAG
 from envduels_dagster.partitions import by_author, pair_partitions
 
@@ -35,25 +34,30 @@ from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxRes
 def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
                   settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
     keys = context.partition_key.keys_by_dimension
-    author, solver = keys["author"], keys["solver"]
+    return play_round_pair(context, keys["author"], keys["solver"], 0, gateway, sandbox, settings, warehouse)
+
+
+def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int,
+                    gateway: GatewayResource, sandbox: SandboxResource, settings: DuelSettings,
+                    warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
     registry = gateway.registry()
     solver_entry = registry.get(solver)
     with warehouse.get_connection() as conn:
-        env_rows = read_table(conn, "environments", {"author": author, "round": 0})
+        env_rows = read_table(conn, "environments", {"author": author, "round": round_})
     author_version = registry.get(author).version
     current = not env_rows.empty and set(env_rows["author_version"]) == {author_version}
+    upstream = "authored_environments" if round_ == 0 else f"hardened_environments_r{round_}"
     if not current and context.run.tags.get(WAIT_TAG) == "true":
         # Launched with the author's run by a sensor/schedule: wait for its environments to land.
-        context.log.info(f"waiting for authored_environments[{author}] version {author_version}")
+        context.log.info(f"waiting for {upstream}[{author}] version {author_version}")
         raise dg.RetryRequested(max_retries=WAIT_RETRIES, seconds_to_wait=WAIT_SECONDS)
     if env_rows.empty:
-        raise dg.Failure(f"no environments for author {author!r}: materialize authored_environments[{author}] first")
+        raise dg.Failure(f"no round-{round_} environments for author {author!r}: materialize {upstream}[{author}] first")
     if not current:
         context.log.warning(f"playing {author}'s environments from an older version than the registry's "
-                            f"{author_version!r}; re-materialize authored_environments[{author}] to refresh")
-    envs = [EnvironmentSpec(**{k: (list(v) if k == "benchmark_seeds" else v) for k, v in row.items()
-                               if k in EnvironmentSpec.model_fields and v is not None})
-            for row in env_rows.to_dict("records")]
+                            f"{author_version!r}; re-materialize {upstream}[{author}] to refresh")
+    envs = specs_from_rows(env_rows)
     gw = gateway.gateway(registry)
     t0 = time.perf_counter()
     last = [0.0]
@@ -61,20 +65,21 @@ def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, s
     def progress(done: int, total: int) -> None:
         if done == total or time.perf_counter() - last[0] > 5:
             last[0] = time.perf_counter()
-            context.log.info(f"{author} x {solver}: {done}/{total} episodes")
+            context.log.info(f"{author} x {solver} (round {round_}): {done}/{total} episodes")
 
     try:
-        records = asyncio.run(play_pair(gw, solver, envs, sandbox.limits(), settings.episode_concurrency, progress,
-                                        settings.episode_budget_s))
+        records = asyncio.run(run_and_close(gw, play_pair(
+            gw, solver, envs, sandbox.limits(), settings.episode_concurrency, progress, settings.episode_budget_s)))
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
     llm_failed = [r for r in records if r.stop_reason == "llm_error"]
     if records and len(llm_failed) == len(records):
         raise dg.Failure(f"every episode of {author} x {solver} failed to reach the model; nothing was written. "
                          f"First error: {llm_failed[0].error}")
-    df = episodes_frame(records, {e.env_id: e.max_turns for e in envs}, solver_entry.version, utcnow())
+    df = episodes_frame(records, {e.env_id: e.max_turns for e in envs}, solver_entry.version, utcnow(),
+                        {e.env_id: e.round for e in envs})
     with warehouse.get_connection() as conn:
-        replace_rows(conn, "episodes", df, {"author": author, "solver": solver})
+        replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
     done = df[df["status"] != "incomplete"]
     rates = done.groupby("condition")["status"].apply(lambda s: (s == "success").mean()).to_dict()
     lift = pair_lift(df)

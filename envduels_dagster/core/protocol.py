@@ -89,6 +89,7 @@ class EnvironmentSpec(BaseModel):
     family: str | None = None  # author's own label, informational only
     round: int = 0
     parent_env_id: str | None = None
+    author_meta: dict = Field(default_factory=dict)  # the metadata block exactly as the author wrote it
 
     def model_post_init(self, _ctx: Any) -> None:
         if not self.source_sha256:

@@ -16,15 +16,16 @@ SCHEMA = {
     "model_registry": """
         name VARCHAR PRIMARY KEY, model VARCHAR, api_base VARCHAR, api_key_env VARCHAR, version VARCHAR,
         pool VARCHAR, provider VARCHAR, simulated BOOLEAN, temperature DOUBLE, max_tokens INTEGER,
-        max_concurrency INTEGER, requests_per_minute DOUBLE, input_cost_per_mtok DOUBLE,
+        max_concurrency INTEGER, requests_per_minute DOUBLE, client VARCHAR, input_cost_per_mtok DOUBLE,
         output_cost_per_mtok DOUBLE""",
     "environments": """
         env_id VARCHAR, author VARCHAR, round INTEGER, domain VARCHAR, family VARCHAR, class_name VARCHAR,
         max_turns INTEGER, source VARCHAR, source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds INTEGER[],
         valid BOOLEAN, reject_reason VARCHAR, winnability VARCHAR, parent_env_id VARCHAR,
-        author_version VARCHAR, materialized_at TIMESTAMP""",
+        author_version VARCHAR, author_meta VARCHAR, materialized_at TIMESTAMP""",
     "episodes": """
-        env_id VARCHAR, author VARCHAR, solver VARCHAR, condition VARCHAR, seed INTEGER, status VARCHAR,
+        env_id VARCHAR, author VARCHAR, solver VARCHAR, round INTEGER, condition VARCHAR, seed INTEGER,
+        status VARCHAR,
         stop_reason VARCHAR, turns INTEGER, max_turns INTEGER, format_errors INTEGER, final_reward DOUBLE,
         prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE, model_calls INTEGER,
         cached_calls INTEGER, retries INTEGER, retry_errors VARCHAR, error VARCHAR, transcript VARCHAR, is_self_pair BOOLEAN, solver_version VARCHAR,
@@ -32,11 +33,19 @@ SCHEMA = {
     "pair_lift": """
         author VARCHAR, solver VARCHAR, is_self_pair BOOLEAN, n_envs INTEGER, n_matched INTEGER,
         n_incomplete INTEGER, p_cold DOUBLE, p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE""",
+    "authoring_progress": """
+        author VARCHAR, round INTEGER, n_pairs INTEGER, solver_skill DOUBLE, design_before DOUBLE,
+        design_after DOUBLE, design_change DOUBLE, design_change_lower DOUBLE, design_change_upper DOUBLE,
+        hint_before DOUBLE, hint_after DOUBLE, hint_change DOUBLE, hint_change_lower DOUBLE,
+        hint_change_upper DOUBLE""",
     "training_set": """
         learner VARCHAR, env_id VARCHAR, author VARCHAR, domain VARCHAR, class_name VARCHAR, max_turns INTEGER,
         source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds INTEGER[], n_seeds INTEGER, p_cold DOUBLE,
         p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE, rank INTEGER""",
 }
+
+# Values given to rows written before a column existed (everything before rounds was round 0).
+MIGRATION_DEFAULTS = {"round": "0"}
 
 # Friendly aliases named after the Dagster assets that write the contract tables.
 VIEWS = {"authored_environments": "environments", "duel_episodes": "episodes"}
@@ -54,7 +63,8 @@ def ensure_schema(conn) -> None:
         for column in _columns(table):
             name, ctype = column.split()[0], column.split()[1]
             if (table, name) not in existing:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {ctype}")
+                default = f" DEFAULT {MIGRATION_DEFAULTS[name]}" if name in MIGRATION_DEFAULTS else ""
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {ctype}{default}")
     for view, table in VIEWS.items():
         conn.execute(f"CREATE VIEW IF NOT EXISTS {view} AS SELECT * FROM {table}")
 
@@ -100,18 +110,34 @@ def read_table(conn, table: str, where: dict[str, object] | None = None) -> pd.D
 
 
 def environments_frame(specs, author_version: str, now) -> pd.DataFrame:
-    rows = [{**s.model_dump(exclude={"parent_env_id"}), "parent_env_id": s.parent_env_id,
+    rows = [{**s.model_dump(exclude={"author_meta"}), "author_meta": json.dumps(s.author_meta),
              "author_version": author_version, "materialized_at": now} for s in specs]
     return pd.DataFrame(rows, columns=[c.split()[0] for c in _columns("environments")])
 
 
-def episodes_frame(records, max_turns: dict[str, int], solver_version: str, now) -> pd.DataFrame:
+def specs_from_rows(df: pd.DataFrame):
+    """EnvironmentSpecs back from ``environments`` rows (the inverse of ``environments_frame``)."""
+    from envduels_dagster.core.protocol import EnvironmentSpec
+
+    specs = []
+    for row in df.to_dict("records"):
+        data = {k: v for k, v in row.items() if k in EnvironmentSpec.model_fields and v is not None
+                and not (isinstance(v, float) and v != v)}
+        data["benchmark_seeds"] = [int(x) for x in row["benchmark_seeds"]]
+        data["author_meta"] = json.loads(row.get("author_meta") or "{}")
+        specs.append(EnvironmentSpec(**data))
+    return specs
+
+
+def episodes_frame(records, max_turns: dict[str, int], solver_version: str, now,
+                   rounds: dict[str, int] | None = None) -> pd.DataFrame:
     rows = []
     for r in records:
         row = r.model_dump()
         row["transcript"] = json.dumps(row["transcript"])
         row["retry_errors"] = ",".join(row["retry_errors"])
         row.update(is_self_pair=r.author == r.solver, max_turns=max_turns[r.env_id],
+                   round=(rounds or {}).get(r.env_id, 0),
                    solver_version=solver_version, materialized_at=now)
         rows.append(row)
     return pd.DataFrame(rows, columns=[c.split()[0] for c in _columns("episodes")])

@@ -9,6 +9,7 @@ class DuelSettings(dg.ConfigurableResource):
     benchmark_seeds: list[int] = [0, 1, 2, 3]
     episode_concurrency: int = 8
     episode_budget_s: float = 600.0  # wall time an episode may spend waiting on the model
+    transcript_budget_chars: int = 1500  # failure excerpts an author sees per environment in a hardening round
     # Training filter: fail every cold seed, pass at least half the hinted seeds.
     training_max_cold: float = 0.0
     training_min_hint: float = 0.5

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 
 from envduels_dagster.sim.families import FAMILIES, RULE_HINTS, SEQUENCE_RULES, render
 from envduels_dagster.sim.profiles import SimProfile
@@ -22,6 +23,13 @@ def write_environment(profile: SimProfile, slot: int, rng: random.Random) -> str
     """Return an author reply for environment number ``slot``."""
     family = profile.families[slot % len(profile.families)]
     difficulty = min(1.0, max(0.0, profile.difficulty + rng.uniform(-0.15, 0.15)))
+    structural_hint = rng.random() < profile.hint_quality
+    return compose(profile, slot, family, difficulty, structural_hint, rng)
+
+
+def compose(profile: SimProfile, slot: int, family: str, difficulty: float, structural_hint: bool,
+            rng: random.Random) -> str:
+    """Source, hint and metadata for one environment; the profile's sloppiness may add a defect."""
     defect = rng.choice(DEFECTS) if rng.random() < profile.sloppiness else None
     if defect == "leaky_hint":
         family = "guess"
@@ -34,11 +42,8 @@ def write_environment(profile: SimProfile, slot: int, rng: random.Random) -> str
         rng_expr = f"random.Random({salt})"
     build = {"guess": _guess, "codelock": _codelock, "maze": _maze, "sequence": _sequence}[family]
     tokens, max_turns, hint, offset = build(difficulty, rng)
-    if defect == "wrong_reference":
-        tokens["offset"] = offset
-    else:
-        tokens["offset"] = ""
-    if rng.random() >= profile.hint_quality:
+    tokens["offset"] = offset if defect == "wrong_reference" else ""
+    if not structural_hint:
         hint = VAGUE_HINT
     source = render(FAMILIES[family].template, **{"class": class_name}, rng=rng_expr, turns=max_turns, **tokens)
     if defect == "leaky_hint":
@@ -48,7 +53,7 @@ def write_environment(profile: SimProfile, slot: int, rng: random.Random) -> str
     if defect == "broken_source":
         source = source[: len(source) // 2]
     meta = {"class_name": class_name, "domain": FAMILIES[family].domain, "hint": hint,
-            "max_turns": max_turns, "family": family}
+            "max_turns": max_turns, "family": family, "difficulty": round(difficulty, 3)}
     if defect == "no_code":
         return ("I would build a guessing game where the player must find a hidden number, "
                 "but I will describe it rather than write it out.")
@@ -56,6 +61,41 @@ def write_environment(profile: SimProfile, slot: int, rng: random.Random) -> str
         f"Here is environment {slot}: a {family} game tuned to difficulty {difficulty:.2f}.\n\n"
         f"```python\n{source}```\n\n```json\n{json.dumps(meta, indent=2)}\n```\n"
     )
+
+
+def harden_environment(profile: SimProfile, prompt: str, rng: random.Random) -> str:
+    """The documented adaptation rule: move difficulty and hint strength toward a split panel.
+
+    From the digest's peer success rates (mean cold c, mean hinted h):
+      * rejected parent           -> rewrite the same family at the same difficulty;
+      * c > 0.4 (too easy)        -> difficulty += 0.35 * gain;
+      * h < 0.6 (hint too weak)   -> with probability gain switch to a structural hint, and if
+                                     c < 0.2 as well, difficulty -= 0.25 * gain;
+      * otherwise (fails cold, passes hinted) -> keep it, saying why.
+    ``gain`` is the profile's feedback_gain: weaker models adapt more, as the EnvDuels study found.
+    """
+    slot = int(re.search(r"Environment slot: (\d+)", prompt).group(1))
+    meta_block = re.search(r"Its metadata:\n```json\n(.*?)\n```", prompt, re.S)
+    meta = json.loads(meta_block.group(1)) if meta_block else {}
+    family = meta.get("family") if meta.get("family") in FAMILIES else profile.families[slot % len(profile.families)]
+    difficulty = float(meta.get("difficulty", profile.difficulty))
+    structural = meta.get("hint", VAGUE_HINT) != VAGUE_HINT
+    gain = profile.feedback_gain
+    if "REJECTED by validation" in prompt:
+        return compose(profile, slot, family, difficulty, structural, rng)
+    rates = [(float(c), float(h)) for c, h in re.findall(r"^- \S+: cold ([\d.]+), hinted ([\d.]+)$", prompt, re.M)]
+    if not rates:
+        return '```json\n{"keep": true, "reason": "nobody played it yet"}\n```'
+    cold = sum(c for c, _ in rates) / len(rates)
+    hinted = sum(h for _, h in rates) / len(rates)
+    if cold > 0.4:
+        return compose(profile, slot, family, min(1.0, difficulty + 0.35 * gain), structural, rng)
+    if hinted < 0.6:
+        improve = rng.random() < gain
+        easier = difficulty - 0.25 * gain if cold < 0.2 else difficulty
+        return compose(profile, slot, family, max(0.0, easier), structural or improve, rng)
+    reason = f"the panel fails it cold ({cold:.2f}) and passes it hinted ({hinted:.2f})"
+    return f'```json\n{{"keep": true, "reason": "{reason}"}}\n```'
 
 
 def _guess(d: float, rng: random.Random):

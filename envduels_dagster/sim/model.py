@@ -13,7 +13,7 @@ import random
 import re
 
 from envduels_dagster.core.authoring import AUTHOR_SYSTEM_PROMPT
-from envduels_dagster.sim.author import write_environment
+from envduels_dagster.sim.author import harden_environment, write_environment
 from envduels_dagster.sim.profiles import SimProfile, get_profile
 from envduels_dagster.sim.solver import solve
 
@@ -32,6 +32,8 @@ class SimulatedModel:
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
         if system.startswith(AUTHOR_SYSTEM_PROMPT[:60]):
             user = messages[-1]["content"]
+            if "harden your environment" in user[:200]:
+                return harden_environment(self.profile, user, rng)
             m = re.search(r"Environment slot: (\d+)", user)
             return write_environment(self.profile, int(m.group(1)) if m else 0, rng)
         return solve(self.profile, messages, rng)

@@ -17,6 +17,7 @@ Author knobs:
   sloppiness     chance an environment is defective (leaky hint, unseeded randomness,
                  wrong reference, broken source, or no code at all), which validation rejects
   families       environment families it prefers, in order
+  feedback_gain  0..1, how strongly it adapts a hardened version to the digest of how others played
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class SimProfile:
     hint_quality: float
     sloppiness: float
     families: tuple[str, ...]
+    feedback_gain: float = 0.5
 
 
 PROFILES: dict[str, SimProfile] = {
@@ -46,23 +48,23 @@ PROFILES: dict[str, SimProfile] = {
         SimProfile("oracle", 1, 0.97, 64, 0.0, 1.0, 5000,
                    ("arithmetic", "geometric", "quadratic", "fibonacci"),
                    difficulty=0.9, hint_quality=0.45, sloppiness=0.05,
-                   families=("codelock", "maze", "sequence", "guess")),
+                   families=("codelock", "maze", "sequence", "guess"), feedback_gain=0.3),
         SimProfile("expert", 2, 0.85, 24, 0.02, 0.95, 1200,
                    ("arithmetic", "geometric", "quadratic"),
                    difficulty=0.75, hint_quality=0.6, sloppiness=0.08,
-                   families=("maze", "codelock", "guess", "sequence")),
+                   families=("maze", "codelock", "guess", "sequence"), feedback_gain=0.45),
         SimProfile("journeyman", 3, 0.7, 10, 0.05, 0.85, 300,
                    ("arithmetic", "geometric"),
                    difficulty=0.55, hint_quality=0.9, sloppiness=0.1,
-                   families=("guess", "sequence", "maze", "codelock")),
+                   families=("guess", "sequence", "maze", "codelock"), feedback_gain=0.6),
         SimProfile("apprentice", 4, 0.5, 5, 0.1, 0.75, 80,
                    ("arithmetic",),
                    difficulty=0.45, hint_quality=0.95, sloppiness=0.15,
-                   families=("sequence", "guess", "codelock", "maze")),
+                   families=("sequence", "guess", "codelock", "maze"), feedback_gain=0.8),
         SimProfile("novice", 5, 0.3, 2, 0.18, 0.6, 20,
                    ("arithmetic",),
                    difficulty=0.25, hint_quality=0.7, sloppiness=0.3,
-                   families=("guess", "sequence", "maze", "codelock")),
+                   families=("guess", "sequence", "maze", "codelock"), feedback_gain=0.9),
     )
 }
 

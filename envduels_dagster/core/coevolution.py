@@ -1,0 +1,156 @@
+"""Co-evolution rounds: authors see how others played their environments and harden them.
+
+Why a digest and not raw transcripts: authors learn from where solvers failed,
+but the digest is bounded (``transcript_budget`` characters of excerpts) and
+scrubbed of every other author's hint, so no author learns another's secrets.
+Round r+1 environments link to their round-r parent and go through the same
+validation as any other environment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from envduels_dagster.core.authoring import AUTHOR_SYSTEM_PROMPT, make_env_id, spec_from_reply
+from envduels_dagster.core.protocol import EnvironmentSpec
+
+HARDEN_BRIEF = """Round {round}: harden your environment {env_id} using how other models played it.
+
+Your previous environment:
+```python
+{source}
+```
+Its metadata:
+```json
+{meta}
+```
+{verdict}
+How the other models played it on seeds {seeds} (success rates):
+{table}
+
+Where they failed (excerpts, {budget} characters at most):
+{excerpts}
+
+Goal: a capable player should FAIL cold but PASS with your hint. Write an improved version in the
+same reply format (a ```python block and a ```json metadata block), or keep it unchanged by replying
+with only ```json {{"keep": true, "reason": "..."}}```.
+Environment slot: {slot}
+"""
+
+REDACTED = "[another author's hint removed]"
+
+
+def scrub(text: str, forbidden: list[str]) -> str:
+    for hint in sorted((h for h in forbidden if h), key=len, reverse=True):
+        text = text.replace(hint, REDACTED)
+    return text
+
+
+def failure_excerpts(episodes: pd.DataFrame, budget: int, forbidden_hints: list[str]) -> str:
+    """The last turns of failed peer episodes, most informative first, within ``budget`` characters."""
+    lines: list[str] = []
+    used = 0
+    failed = episodes[episodes["status"] == "failure"].sort_values(["condition", "solver", "seed"])
+    for row in failed.itertuples(index=False):
+        turns = json.loads(row.transcript)
+        tail = [m for m in turns if m["role"] != "system"][-2:]
+        body = " | ".join(f"{m['role']}: {m['content'][:160]}" for m in tail)
+        line = scrub(f"- {row.solver} ({row.condition}, seed {row.seed}): {body}", forbidden_hints)
+        if used + len(line) + 1 > budget:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines) or "- (no failures)"
+
+
+def build_digest_messages(parent: EnvironmentSpec, peer_episodes: pd.DataFrame, round_: int, slot: int,
+                          budget: int, forbidden_hints: list[str]) -> list[dict[str, str]]:
+    """The hardening request for one parent environment. ``peer_episodes``: other solvers only."""
+    done = peer_episodes[peer_episodes["status"] != "incomplete"]
+    if done.empty:
+        table = "- (nobody played it)"
+    else:
+        rates = (done.assign(y=(done["status"] == "success").astype(float))
+                 .pivot_table(index="solver", columns="condition", values="y", aggfunc="mean")
+                 .reindex(columns=["cold", "hinted"]))
+        table = "\n".join(f"- {solver}: cold {r.cold:.2f}, hinted {r.hinted:.2f}" for solver, r in rates.iterrows())
+    verdict = "" if parent.valid else f"It was REJECTED by validation: {parent.reject_reason}\n"
+    meta = {**parent.author_meta, "hint": parent.hint, "max_turns": parent.max_turns,
+            "class_name": parent.class_name, "domain": parent.domain}
+    user = HARDEN_BRIEF.format(
+        round=round_, env_id=parent.env_id, source=parent.source, meta=json.dumps(meta, indent=2), verdict=verdict,
+        seeds=parent.benchmark_seeds, table=table, budget=budget,
+        excerpts=failure_excerpts(peer_episodes, budget, forbidden_hints), slot=slot)
+    return [{"role": "system", "content": AUTHOR_SYSTEM_PROMPT}, {"role": "user", "content": scrub(user, forbidden_hints)}]
+
+
+def child_from_reply(parent: EnvironmentSpec, reply: str, round_: int, slot: int) -> tuple[EnvironmentSpec, bool]:
+    """(child spec, needs_validation). A "keep" reply copies the parent under a new id, linked to it."""
+    keep = re.search(r"```json\s*(\{.*?\})\s*```", reply, re.S)
+    if keep and "```python" not in reply:
+        try:
+            data = json.loads(keep.group(1))
+        except json.JSONDecodeError:
+            data = {}
+        if data.get("keep"):
+            child = parent.model_copy(update={
+                "env_id": make_env_id(parent.author, round_, slot, parent.source), "round": round_,
+                "parent_env_id": parent.env_id,
+                "author_meta": {**parent.author_meta, "keep": True, "keep_reason": str(data.get("reason", ""))}})
+            return child, False
+    child = spec_from_reply(parent.author, slot, reply, list(parent.benchmark_seeds), round_)
+    return child.model_copy(update={"parent_env_id": parent.env_id}), child.reject_reason is None
+
+
+def discrimination(rates: list[float]) -> float:
+    """Peer panel split Σ_{i<j}|r_i − r_j| / ⌊n²/4⌋: 1 when the panel splits in half, 0 when unanimous."""
+    n = len(rates)
+    if n < 2:
+        return float("nan")
+    return sum(abs(a - b) for a, b in combinations(rates, 2)) / (n * n // 4)
+
+
+def env_scores(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Per environment: design score (peer discrimination of cold success) and hint score (mean peer lift)."""
+    peers = episodes[(episodes["status"] != "incomplete") & (episodes["author"] != episodes["solver"])]
+    if peers.empty:
+        return pd.DataFrame(columns=["env_id", "author", "design", "hint"])
+    y = peers.assign(y=(peers["status"] == "success").astype(float))
+    per = y.pivot_table(index=["env_id", "author", "solver"], columns="condition", values="y", aggfunc="mean")
+    per = per.reindex(columns=["cold", "hinted"]).dropna().reset_index()
+    rows = []
+    for (env_id, author), grp in per.groupby(["env_id", "author"]):
+        rows.append({"env_id": env_id, "author": author, "design": discrimination(list(grp["cold"])),
+                     "hint": float((grp["hinted"] - grp["cold"]).mean())})
+    return pd.DataFrame(rows)
+
+
+def paired_change(deltas: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of parent→child changes with a bootstrap 95% interval over pairs."""
+    deltas = deltas[~np.isnan(deltas)]
+    if deltas.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    est = float(deltas.mean())
+    if deltas.size == 1:
+        return est, est, est
+    boots = deltas[np.random.default_rng(seed).integers(0, deltas.size, (n_boot, deltas.size))].mean(axis=1)
+    lo, hi = np.quantile(boots, [0.025, 0.975])
+    return est, float(min(lo, est)), float(max(hi, est))
+
+
+def spearman_with_permutation(x: np.ndarray, y: np.ndarray, n_perm: int = 5000, seed: int = 0) -> tuple[float, float]:
+    """Spearman rank correlation and a two-sided permutation p-value (exact enough for a handful of authors)."""
+    ok = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[ok], y[ok]
+    if x.size < 3:
+        return float("nan"), float("nan")
+    rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
+    rho = float(np.corrcoef(rx, ry)[0, 1])
+    rng = np.random.default_rng(seed)
+    perms = np.array([np.corrcoef(rx, rng.permutation(ry))[0, 1] for _ in range(n_perm)])
+    return rho, float((np.sum(np.abs(perms) >= abs(rho) - 1e-12) + 1) / (n_perm + 1))
