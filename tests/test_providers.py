@@ -68,7 +68,7 @@ def test_openai_client_talks_to_the_sim_server(server):
     assert chunks[-1].usage.total_tokens == reply.usage.total_tokens
 
 
-def write_http_registry(path: Path, base: str, extra: str = "") -> Path:
+def write_http_registry(path: Path, base: str, extra: str = "", client: str = "litellm") -> Path:
     path.write_text(f"""models:
   - name: journeyman
     model: envduels-sim/journeyman
@@ -78,6 +78,7 @@ def write_http_registry(path: Path, base: str, extra: str = "") -> Path:
     model: openai/novice
     api_base: {base}
     api_key_env: ENVDUELS_TEST_KEY
+    client: {client}
     input_cost_per_mtok: 1.0
     output_cost_per_mtok: 2.0
 {extra}""")
@@ -103,11 +104,13 @@ def episodes(db: Path, solver: str):
                                FROM episodes WHERE solver = ? ORDER BY ALL""", [solver]).fetchall()
 
 
-@pytest.mark.parametrize("which", ["server", "faulty_server"])
-def test_pair_over_http_equals_in_process(which, request, tmp_path, monkeypatch):
+@pytest.mark.parametrize("which, client", [("server", "litellm"), ("faulty_server", "litellm"),
+                                           ("server", "fast"), ("faulty_server", "fast")])
+def test_pair_over_http_equals_in_process(which, client, request, tmp_path, monkeypatch):
+    """litellm and the lean client both give the in-process episodes, faults or not."""
     srv = request.getfixturevalue(which)
     monkeypatch.setenv("ENVDUELS_TEST_KEY", CANARY)
-    registry = write_http_registry(tmp_path / "models.yaml", srv.base)
+    registry = write_http_registry(tmp_path / "models.yaml", srv.base, client=client)
     resources = resources_for(tmp_path, registry, max_attempts=8, timeout_s=1.0)
     (tmp_path / "dagster").mkdir()
     instance = dg.DagsterInstance.local_temp(str(tmp_path / "dagster"))

@@ -82,6 +82,7 @@ class Gateway:
         self.stats = GatewayStats()
         self._pools: dict[str, asyncio.Semaphore] = {}
         self._limiters: dict[str, RateLimiter] = {}
+        self._fast_client = None
         self._sims: dict[str, Any] = {}
 
     def _pool(self, entry: ModelEntry) -> asyncio.Semaphore:
@@ -135,6 +136,18 @@ class Gateway:
                             cost_usd=entry.cost(prompt_tokens, completion_tokens),
                             latency_s=time.perf_counter() - t0)
 
+    def _fast(self):
+        if self._fast_client is None:
+            from envduels_dagster.core.fast_client import FastClient
+
+            self._fast_client = FastClient()
+        return self._fast_client
+
+    async def aclose(self) -> None:
+        """Close pooled HTTP connections; call before the event loop ends."""
+        if self._fast_client is not None:
+            await self._fast_client.aclose()
+
     async def _with_retries(self, entry: ModelEntry, messages, seed, api_key) -> ChatResponse:
         policy = self.policy
         errors: list[str] = []
@@ -142,7 +155,14 @@ class Gateway:
             await self._admit(entry)
             t0 = time.perf_counter()
             try:
-                text, pt, ct, cost = await _litellm_call(entry, messages, seed, api_key, policy.timeout_s)
+                if entry.uses_fast_client:
+                    text, pt, ct = await self._fast().chat(
+                        entry.api_base, entry.model.split("/", 1)[1], messages, api_key=api_key,
+                        temperature=entry.temperature, max_tokens=entry.max_tokens, seed=seed,
+                        timeout_s=policy.timeout_s)
+                    cost = None
+                else:
+                    text, pt, ct, cost = await _litellm_call(entry, messages, seed, api_key, policy.timeout_s)
             except Exception as exc:  # noqa: BLE001 - classified below
                 error_class, retry_after = classify_exception(exc)
                 self.stats.errors[error_class] += 1
@@ -195,6 +215,14 @@ def _litellm_module():
     return litellm
 
 
+async def run_and_close(gateway: "Gateway", coro):
+    """Await ``coro`` and close the gateway's pooled connections in the same event loop."""
+    try:
+        return await coro
+    finally:
+        await gateway.aclose()
+
+
 async def _litellm_call(entry: ModelEntry, messages, seed, api_key, timeout_s):
     litellm = _litellm_module()
     kwargs: dict[str, Any] = dict(model=entry.model, messages=messages, temperature=entry.temperature,
@@ -240,8 +268,10 @@ def classify_exception(exc: Exception) -> tuple[str, float | None]:
         retry_after = float(value) if value is not None else None
     except (TypeError, ValueError, AttributeError):
         retry_after = None
-    if isinstance(exc, MalformedResponse) or "JSONDecodeError" in name or "APIResponseValidationError" in name:
+    if isinstance(exc, MalformedResponse) or name in ("MalformedBody", "JSONDecodeError", "APIResponseValidationError"):
         return "malformed_response", None
+    if retry_after is None:
+        retry_after = getattr(exc, "retry_after", None)
     text = str(exc)
     if "Connection error" in text or "ConnectError" in text or "Cannot connect to host" in text:
         return "connection_error", None  # litellm reports refused connections as InternalServerError
@@ -260,6 +290,10 @@ def classify_exception(exc: Exception) -> tuple[str, float | None]:
         return "rate_limit", retry_after
     if isinstance(status, int) and status >= 500:
         return "server_error", retry_after
+    if status in (401, 403):
+        return "auth_error", None
+    if status in (400, 404, 409, 413, 422):
+        return "bad_request", None
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "timeout", None
     if isinstance(exc, (ConnectionError, OSError)):
