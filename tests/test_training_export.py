@@ -165,3 +165,35 @@ def test_good_import_validates_and_lands_in_the_warehouse(tmp_path, envduels_hom
     with duckdb.connect(str(envduels_home / "warehouse.duckdb"), read_only=True) as conn:
         row = conn.execute("SELECT env_id, author, hint, valid, benchmark_seeds FROM environments").fetchall()
     assert row == [("p", "ext", "h", True, [0, 1])]
+
+
+def test_lift_learning_study_trains_on_hints_and_measures_gain_on_held_out_games():
+    """A learner trained on structural hints gains on held-out games of that structure; vague hints teach nothing."""
+    import asyncio
+
+    from envduels_dagster.core.learning_study import correlate, study_learner
+    from envduels_dagster.core.protocol import EnvironmentSpec
+    from envduels_dagster.sim.author import VAGUE_HINT
+    from envduels_dagster.sim.families import GUESS, render
+    from envduels_dagster.sim.profiles import get_profile
+    from envduels_dagster.sim.training import ProfileGateway, sim_trainer
+
+    def guess_env(author, salt, hint):
+        src = render(GUESS, **{"class": "G"}, rng=f"random.Random(seed * 1000003 + {salt})", turns=5,
+                     limit=400, step=10, offset="")
+        return EnvironmentSpec(env_id=f"{author}.{salt}", author=author, class_name="G", max_turns=5, source=src,
+                               hint=hint, valid=True, benchmark_seeds=list(range(8)))
+
+    structural = "The secret is always a multiple of 10."
+    train = {"good": [guess_env("good", 1, structural)], "vague": [guess_env("vague", 2, VAGUE_HINT)]}
+    heldout = {a: [guess_env(a, 10 + i, "") for i in range(3)] for a in ("good", "vague")}
+    base = ProfileGateway(get_profile("expert"))
+    df = asyncio.run(study_learner("expert", base, sim_trainer("expert"), {"good": 0.5, "vague": 0.0}, train,
+                                   heldout))
+    gains = dict(zip(df["author"], df["gain"]))
+    assert gains["good"] > 0.2 and gains["vague"] == 0.0
+    again = asyncio.run(study_learner("expert", base, sim_trainer("expert"), {"good": 0.5, "vague": 0.0}, train,
+                                      heldout))
+    assert again.equals(df)  # the study is deterministic: same inputs, same table
+    rho, p, n = correlate(df)
+    assert n == 2 and rho != rho  # two points give no rank correlation (nan), never a fake one

@@ -18,6 +18,8 @@ Author knobs:
                  wrong reference, broken source, or no code at all), which validation rejects
   families       environment families it prefers, in order
   feedback_gain  0..1, how strongly it adapts a hardened version to the digest of how others played
+  learned_hints  hints internalized by training on environments: applied cold, like a given hint,
+                 to games they fit (only the lift->learning study's trained learners have any)
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class SimProfile:
     sloppiness: float
     families: tuple[str, ...]
     feedback_gain: float = 0.5
+    learned_hints: tuple[str, ...] = ()  # hints internalized by training (lift->learning study)
 
 
 PROFILES: dict[str, SimProfile] = {

@@ -47,23 +47,37 @@ def read_conversation(messages: list[dict], memory: int) -> GameView:
     return view
 
 
+# How each game announces itself, and the phrases of hints that apply to it.
+GAMES = {
+    "guess": ("I am thinking of an integer", ("multiple of",)),
+    "codelock": ("A lock has a code", ("never decrease",)),
+    "maze": ("You are in a maze", ("cell (",)),
+    "sequence": ("terms of a sequence", ("sum of the two terms", "even and odd positions", "quadratic",
+                                          "multiplied", "differ by the same")),
+}
+
+
+def recognise(intro: str) -> str | None:
+    return next((game for game, (marker, _) in GAMES.items() if marker in intro), None)
+
+
+def internalized_hint(profile: SimProfile, game: str | None, rng: random.Random) -> str | None:
+    """A hint learned in training that applies to this kind of game (the lift->learning study's learner)."""
+    if game is None or not profile.learned_hints:
+        return None
+    applicable = [h for h in profile.learned_hints if any(p in h for p in GAMES[game][1])]
+    return rng.choice(applicable) if applicable else None
+
+
 def solve(profile: SimProfile, messages: list[dict], rng: random.Random) -> str:
     view = read_conversation(messages, profile.memory)
-    use_hint = view.hint is not None and rng.random() < profile.hint_use
-    hint = view.hint if use_hint else None
+    game = recognise(view.intro)
+    offered = view.hint if view.hint is not None else internalized_hint(profile, game, rng)
+    hint = offered if offered is not None and rng.random() < profile.hint_use else None
     if rng.random() < profile.slip:
         return "Let me think about this... I am not sure what to do yet."
-    intro = view.intro
-    if "I am thinking of an integer" in intro:
-        action = _guess(profile, view, hint, rng)
-    elif "A lock has a code" in intro:
-        action = _codelock(profile, view, hint, rng)
-    elif "You are in a maze" in intro:
-        action = _maze(profile, view, hint, rng)
-    elif "terms of a sequence" in intro:
-        action = _sequence(profile, view, hint, rng)
-    else:
-        action = _fallback(view, rng)
+    play = {"guess": _guess, "codelock": _codelock, "maze": _maze, "sequence": _sequence}.get(game)
+    action = play(profile, view, hint, rng) if play else _fallback(view, rng)
     return f"My move: {action}.\n\\boxed{{{action}}}"
 
 

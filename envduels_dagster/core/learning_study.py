@@ -1,0 +1,61 @@
+"""Lift -> learning: does the lift an author's environments give a learner predict the gain
+from training on them, measured on held-out environments?
+
+For each author a: train the learner on its training-set environments from a (a
+``trainer`` callable turns environments into a gateway for the trained model; the
+simulated models provide one), then compare cold success before and after on a's
+*held-out* environments (written for the study, never trained on). The study
+correlates gain with lift across authors (Spearman, permutation p-value).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from envduels_dagster.core.coevolution import spearman_with_permutation
+from envduels_dagster.core.episodes import play_episode
+from envduels_dagster.core.protocol import EnvironmentSpec
+from envduels_dagster.core.sandbox import SandboxLimits
+
+COLUMNS = ["learner", "author", "lift", "n_train_envs", "n_heldout_envs", "cold_before", "cold_after", "gain"]
+
+
+async def cold_success(gateway, model_name: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None,
+                       concurrency: int = 8) -> float:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(env, seed):
+        async with sem:
+            return await play_episode(gateway, model_name, env, seed, "cold", limits)
+
+    recs = await asyncio.gather(*(one(e, s) for e in envs if e.valid for s in e.benchmark_seeds))
+    done = [r for r in recs if r.status != "incomplete"]
+    return float(np.mean([r.status == "success" for r in done])) if done else float("nan")
+
+
+async def study_learner(learner: str, base_gateway, trainer: Callable[[list[EnvironmentSpec]], object],
+                        lift_by_author: dict[str, float], train_by_author: dict[str, list[EnvironmentSpec]],
+                        heldout_by_author: dict[str, list[EnvironmentSpec]],
+                        limits: SandboxLimits | None = None) -> pd.DataFrame:
+    rows = []
+    for author, heldout in heldout_by_author.items():
+        if author == learner or not any(e.valid for e in heldout):
+            continue
+        train = train_by_author.get(author, [])
+        before = await cold_success(base_gateway, learner, heldout, limits)
+        after = await cold_success(trainer(train), learner, heldout, limits) if train else before
+        rows.append({"learner": learner, "author": author, "lift": lift_by_author.get(author, np.nan),
+                     "n_train_envs": len(train), "n_heldout_envs": sum(e.valid for e in heldout),
+                     "cold_before": before, "cold_after": after, "gain": after - before})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def correlate(df: pd.DataFrame) -> tuple[float, float, int]:
+    """Spearman rho between lift and gain over (learner, author) rows, its permutation p, and n."""
+    ok = df.dropna(subset=["lift", "gain"])
+    rho, p = spearman_with_permutation(ok["lift"].to_numpy(float), ok["gain"].to_numpy(float))
+    return rho, p, len(ok)
