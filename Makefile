@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	cd dbt_project && DBT_PROFILES_DIR=. DBT_SEND_ANONYMOUS_USAGE_STATS=false ../$(VENV)/bin/dbt parse --quiet
 	@touch $(STAMP)
 
 install: $(STAMP)

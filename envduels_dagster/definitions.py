@@ -12,6 +12,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets import ALL_ASSETS
+from envduels_dagster.assets.marts import dbt_resource
 from envduels_dagster.checks import ALL_CHECKS
 from envduels_dagster.jobs import author_job, pair_job
 from envduels_dagster.schedules import stale_authors_schedule, stale_pairs_schedule
@@ -29,6 +30,7 @@ def build_resources(**overrides: object) -> dict[str, object]:
         "sandbox": SandboxResource(),
         "settings": DuelSettings(),
         "warehouse": DuckDBResource(database=str(warehouse_path())),
+        "dbt": dbt_resource(),
     }
     resources.update(overrides)
     return resources

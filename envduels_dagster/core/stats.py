@@ -63,7 +63,11 @@ def cluster_bootstrap_mean(values_by_cluster: list[np.ndarray], n_boot: int = 10
 
 
 def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
-    """Mean matched-seed lift per (author, solver) with a cluster-bootstrap 95% interval."""
+    """Mean matched-seed lift per (author, solver) with a cluster-bootstrap 95% interval.
+
+    Environments weigh equally (DESIGN §6), for p_cold and p_hint too, so lift = p_hint - p_cold.
+    The dbt model ``pair_lift`` computes the same figures in SQL (its interval from hash-seeded draws).
+    """
     cols = ["author", "solver", "is_self_pair", "n_envs", "n_matched", "n_incomplete", "p_cold", "p_hint",
             "lift", "lift_lower", "lift_upper"]
     m = matched_seeds(episodes)
@@ -75,7 +79,8 @@ def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
         rows.append({"author": author, "solver": solver, "is_self_pair": author == solver,
                      "n_envs": grp["env_id"].nunique(), "n_matched": len(grp),
                      "n_incomplete": int(incomplete.get((author, solver), 0)),
-                     "p_cold": grp["y_cold"].mean(), "p_hint": grp["y_hint"].mean(),
+                     "p_cold": grp.groupby("env_id")["y_cold"].mean().mean(),
+                     "p_hint": grp.groupby("env_id")["y_hint"].mean().mean(),
                      "lift": lift, "lift_lower": lo, "lift_upper": hi})
     return pd.DataFrame(rows, columns=cols)
 

@@ -1,0 +1,53 @@
+-- One row per (environment, solver): success per condition over matched seeds, lift, rescue, harm, category.
+-- Incomplete episodes (infrastructure or environment errors) are excluded, and a seed counts only when both
+-- its cold and its hinted episode completed (DESIGN §6). Environments known to be invalid are left out.
+with episodes as (
+    select env_id, author, solver, seed, condition, status
+    from {{ source('warehouse', 'episodes') }}
+),
+
+environments as (
+    select env_id, any_value(domain) as domain, any_value(family) as family, bool_and(valid) as valid
+    from {{ source('warehouse', 'environments') }}
+    group by env_id
+),
+
+seeds as (
+    select env_id, author, solver, seed,
+           max(case when condition = 'cold' then (status = 'success')::integer end) as y_cold,
+           max(case when condition = 'hinted' then (status = 'success')::integer end) as y_hint
+    from episodes
+    where status <> 'incomplete'
+    group by env_id, author, solver, seed
+),
+
+incomplete as (
+    select env_id, solver, count(*) as n_incomplete
+    from episodes
+    where status = 'incomplete'
+    group by env_id, solver
+)
+
+select s.env_id,
+       s.author,
+       s.solver,
+       s.author = s.solver as is_self_pair,
+       coalesce(any_value(e.domain), 'unknown') as domain,
+       any_value(e.family) as family,
+       count(*)::integer as n_seeds,
+       coalesce(any_value(i.n_incomplete), 0)::integer as n_incomplete,
+       avg(s.y_cold)::double as p_cold,
+       avg(s.y_hint)::double as p_hint,
+       avg(s.y_hint - s.y_cold)::double as lift,
+       (avg(s.y_hint) filter (where s.y_cold = 0))::double as rescue,
+       (avg(1 - s.y_hint) filter (where s.y_cold = 1))::double as harm,
+       case when avg(s.y_cold) > 0 then 'wasted'
+            when avg(s.y_hint) > 0 then 'learnable'
+            else 'noise' end as category
+from seeds as s
+left join environments as e on e.env_id = s.env_id
+left join incomplete as i on i.env_id = s.env_id and i.solver = s.solver
+where s.y_cold is not null
+  and s.y_hint is not null
+  and coalesce(e.valid, true)
+group by s.env_id, s.author, s.solver

@@ -1,0 +1,49 @@
+-- Per (author, solver): mean over the author's valid environments of the matched-seed lift (environments weigh
+-- equally), with a 95% cluster-bootstrap interval over environments (lift_lower, lift_upper). p_cold and
+-- p_hint are averaged the same way, so lift = p_hint - p_cold. Table contract: core/warehouse.py.
+{% set alpha = var('bootstrap_alpha') | float %}
+
+with stats as (
+    select * from {{ ref('env_solver_stats') }}
+),
+
+point as (
+    select author, solver,
+           count(*) as n_envs,
+           sum(n_seeds) as n_matched,
+           avg(p_cold) as p_cold,
+           avg(p_hint) as p_hint,
+           avg(lift) as lift
+    from stats
+    group by author, solver
+),
+
+boot as (
+    select author, solver,
+           quantile_cont(lift, {{ alpha / 2 }}) as q_lower,
+           quantile_cont(lift, {{ 1 - alpha / 2 }}) as q_upper
+    from {{ ref('pair_lift_bootstrap') }}
+    group by author, solver
+),
+
+incomplete as (
+    select author, solver, count(*) as n_incomplete
+    from {{ source('warehouse', 'episodes') }}
+    where status = 'incomplete'
+    group by author, solver
+)
+
+select p.author,
+       p.solver,
+       p.author = p.solver as is_self_pair,
+       p.n_envs::integer as n_envs,
+       p.n_matched::integer as n_matched,
+       coalesce(i.n_incomplete, 0)::integer as n_incomplete,
+       p.p_cold::double as p_cold,
+       p.p_hint::double as p_hint,
+       p.lift::double as lift,
+       least(coalesce(b.q_lower, p.lift), p.lift)::double as lift_lower,
+       greatest(coalesce(b.q_upper, p.lift), p.lift)::double as lift_upper
+from point as p
+left join boot as b on b.author = p.author and b.solver = p.solver
+left join incomplete as i on i.author = p.author and i.solver = p.solver

@@ -1,0 +1,247 @@
+"""The dbt marts through Dagster: a real ``dbt build`` (dbt-duckdb) on a small warehouse, dbt tests as asset
+checks, then the Python ``rankings`` and ``design_convergence`` assets on the marts.
+
+One warehouse holds three independent scenarios, so a single dbt run serves every test here:
+* the hand-made episode table of test_stats.py (author A; solvers S, T and A itself), plus an invalid
+  environment with stray episodes (author B) that the marts must ignore;
+* a three-model tournament X > Y > Z whose duels are decisive and transitive;
+* 150 synthetic pairs (30 environments x 4 seeds, true lift 0.2) for the coverage of the SQL interval.
+"""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.marts import MANIFEST_PATH, dbt_marts, dbt_resource
+from envduels_dagster.assets.rankings import design_convergence, rankings
+from envduels_dagster.core.stats import env_solver_stats as py_env_solver_stats
+from envduels_dagster.core.stats import pair_lift as py_pair_lift
+from envduels_dagster.core.warehouse import ensure_schema
+from tests.test_stats import HAND_PAIRS, HAND_STATS, TRUE_LIFT, episodes, hand_table, seeds
+
+MARTS = ["env_solver_stats", "pair_lift_bootstrap", "pair_lift", "author_scores", "solver_scores", "duels"]
+N_COVERAGE = 150
+
+MAZE = '''
+class {name}:
+    def __init__(self, max_turns=8):
+        self.max_turns = max_turns
+
+    def reset(self, seed):
+        self.pos, self.goal = 0, seed % {size} + 1
+        return "corridor", {{}}
+
+    def step(self, action):
+        self.pos += 1 if action == "forward" else -1
+        done = self.pos == self.goal
+        return f"at {{self.pos}}", float(done), done, False, {{}}
+'''
+
+LOCK = '''
+import random
+
+class {name}:
+    def __init__(self, max_turns=6):
+        self.max_turns = max_turns
+
+    def reset(self, seed):
+        self.code = random.Random(seed).randint(0, {size})
+        self.tries = 0
+        return "locked", {{}}
+
+    def step(self, action):
+        self.tries += 1
+        if action.strip() == str(self.code):
+            return "open", 1.0, True, False, {{}}
+        return ("higher" if action < str(self.code) else "lower"), 0.0, False, self.tries >= self.max_turns, {{}}
+'''
+
+
+def tournament() -> pd.DataFrame:
+    """X's environments give every other solver lift 1, Y's lift 0.5, Z's lift 0 (no seed noise)."""
+    hinted = {"X": [1, 1, 1, 1], "Y": [1, 1, 0, 0], "Z": [0, 0, 0, 0]}
+    rows = []
+    for author, h in hinted.items():
+        for e in range(2):
+            for solver in hinted:
+                if solver != author:
+                    rows += seeds(f"{author}.{e}", author, solver, [0, 0, 0, 0], h)
+    return episodes(rows)
+
+
+def coverage_pairs(rng: np.random.Generator) -> pd.DataFrame:
+    """Author cov### x solver learner: p_cold ~ U(.1,.5), env lift ~ U(0,.4) (true mean 0.2), 4 paired seeds."""
+    frames = []
+    for i in range(N_COVERAGE):
+        p_cold = rng.uniform(0.1, 0.5, 30)
+        p_hint = p_cold + rng.uniform(0.0, 0.4, 30)
+        cold = rng.random((30, 4)) < p_cold[:, None]
+        hint = rng.random((30, 4)) < p_hint[:, None]
+        env = np.repeat([f"cov{i:03d}.{e:02d}" for e in range(30)], 4)
+        seed = np.tile(np.arange(4), 30)
+        for cond, y in (("cold", cold), ("hinted", hint)):
+            frames.append(pd.DataFrame({"env_id": env, "author": f"cov{i:03d}", "solver": "learner",
+                                        "condition": cond, "seed": seed,
+                                        "status": np.where(y.ravel(), "success", "failure")}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def environments() -> pd.DataFrame:
+    rows = [("E1", "A", "d1", "maze", MAZE.format(name="Walk", size=3), True),
+            ("E2", "A", "d2", "codelock", LOCK.format(name="Safe", size=9), True),
+            ("E4", "A", "d1", "maze", "class Broken(:", False),
+            ("E3", "B", "d1", "maze", MAZE.format(name="Stray", size=2), False)]
+    for author in "XYZ":
+        rows += [(f"{author}.0", author, "navigation", "maze", MAZE.format(name=f"{author}Maze", size=4), True),
+                 (f"{author}.1", author, "deduction", "codelock", LOCK.format(name=f"{author}Lock", size=50), True)]
+    df = pd.DataFrame(rows, columns=["env_id", "author", "domain", "family", "source", "valid"])
+    df["round"] = 0
+    df["reject_reason"] = np.where(df["valid"], None, "test: invalid")
+    return df
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("marts")
+    db = tmp / "warehouse.duckdb"
+    stray = episodes(seeds("E3", "B", "S", [0, 0, 0, 0], [1, 1, 1, 1]))
+    all_episodes = pd.concat([hand_table(), stray, tournament(), coverage_pairs(np.random.default_rng(7))],
+                             ignore_index=True)
+    all_episodes["is_self_pair"] = all_episodes["author"] == all_episodes["solver"]
+    models = ["A", "B", "S", "T", "X", "Y", "Z", "learner"]
+    registry = pd.DataFrame({"name": models, "model": [f"openai/{m}" for m in models]})
+    with duckdb.connect(str(db)) as conn:
+        ensure_schema(conn)
+        for table, df in (("episodes", all_episodes), ("environments", environments()),
+                          ("model_registry", registry)):
+            conn.register("df", df)
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM df")
+            conn.unregister("df")
+    result = dg.materialize(
+        [dbt_marts, rankings, design_convergence], instance=dg.DagsterInstance.ephemeral(),
+        resources={"dbt": dbt_resource(), "warehouse": DuckDBResource(database=str(db))},
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}},
+                    "ops": {"rankings": {"config": {"n_boot": 300, "n_perm": 1000}},
+                            "design_convergence": {"config": {"n_perm": 200}}}},
+        raise_on_error=False,
+    )
+    return result, db, all_episodes
+
+
+def query(db, sql: str) -> pd.DataFrame:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return conn.execute(sql).df()
+
+
+def test_marts_materialize_and_every_dbt_test_passes_as_an_asset_check(built):
+    result, db, _ = built
+    assert result.success
+    keys = {e.materialization.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert keys == {*MARTS, "rankings", "design_convergence"}
+    evaluations = result.get_asset_check_evaluations()
+    manifest = json.loads(MANIFEST_PATH.read_text())
+    dbt_tests = {n["name"] for n in manifest["nodes"].values() if n["resource_type"] == "test"}
+    assert {e.check_name for e in evaluations} == dbt_tests and len(dbt_tests) >= 40
+    failed = [e.check_name for e in evaluations if not e.passed]
+    assert failed == []
+    checked = {e.asset_key.to_user_string() for e in evaluations}
+    assert {"env_solver_stats", "pair_lift", "duels", "author_scores", "solver_scores"} <= checked
+    tables = set(query(db, "SELECT table_name FROM information_schema.tables")["table_name"])
+    assert {*MARTS, "rankings", "rankings_summary", "design_convergence", "design_convergence_clusters"} <= tables
+
+
+def test_dbt_lineage_reaches_the_python_assets():
+    from envduels_dagster.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    parents = {k.to_user_string() for k in graph.get(dg.AssetKey("env_solver_stats")).parent_keys}
+    assert {"duel_episodes", "authored_environments"} <= parents
+    assert dg.AssetKey("model_registry") in graph.get(dg.AssetKey("rankings")).parent_keys
+    assert graph.get(dg.AssetKey("pair_lift")).group_name == "marts"
+
+
+def test_sql_env_solver_stats_matches_hand_values_and_python(built):
+    _, db, all_episodes = built
+    sql = query(db, "SELECT * FROM env_solver_stats WHERE author IN ('A', 'B')").set_index(["env_id", "solver"])
+    assert set(sql.index) == set(HAND_STATS)  # E3 (invalid, author B) is left out
+    cols = ["n_seeds", "p_cold", "p_hint", "lift", "rescue", "harm", "category"]
+    for key, expected in HAND_STATS.items():
+        for col, value in zip(cols, expected):
+            actual = sql.loc[key, col]
+            assert (pd.isna(actual) if value is None else actual == pytest.approx(value) if not isinstance(value, str)
+                    else actual == value), (key, col, actual, value)
+    py = py_env_solver_stats(hand_table()).set_index(["env_id", "solver"])
+    pd.testing.assert_frame_equal(sql.loc[py.index, cols], py[cols], check_dtype=False)
+    assert sql.loc[("E2", "S"), "n_incomplete"] == 1 and sql.loc[("E1", "S"), "domain"] == "d1"
+
+
+def test_sql_pair_lift_matches_hand_values_and_python(built):
+    _, db, _ = built
+    sql = query(db, "SELECT * FROM pair_lift WHERE author = 'A'").set_index(["author", "solver"])
+    py = py_pair_lift(hand_table(), n_boot=200).set_index(["author", "solver"])
+    for key, (n_envs, n_matched, n_incomplete, p_cold, p_hint, lift) in HAND_PAIRS.items():
+        row = sql.loc[key]
+        assert (row.n_envs, row.n_matched, row.n_incomplete) == (n_envs, n_matched, n_incomplete)
+        assert (row.p_cold, row.p_hint, row.lift) == pytest.approx((p_cold, p_hint, lift))
+        assert (row.p_cold, row.p_hint, row.lift) == pytest.approx(tuple(py.loc[key, ["p_cold", "p_hint", "lift"]]))
+        assert row.lift_lower <= row.lift <= row.lift_upper
+        assert row.is_self_pair == (key[0] == key[1])
+    assert (sql.loc[("A", "S"), "lift_lower"], sql.loc[("A", "S"), "lift_upper"]) == pytest.approx((0.25, 0.75))
+    assert query(db, "SELECT count(*) AS n FROM pair_lift WHERE author = 'B'")["n"][0] == 0
+
+
+def test_sql_author_and_solver_scores_hand_computed(built):
+    _, db, _ = built
+    a = query(db, "SELECT * FROM author_scores").set_index("author")
+    # Peers S, T: E1 cold (0.25, 1) -> |0.75| / floor(4/4); E2 (0, 0) -> 0. Peer lift: E1 (0.25 + 0)/2, E2 (0.75 + 0)/2.
+    assert (a.loc["A", "design_score"], a.loc["A", "hint_score"]) == pytest.approx((0.375, 0.25))
+    assert (a.loc["A", "n_written"], a.loc["A", "n_valid"]) == (3, 2)
+    assert a.loc["A", "validity_rate"] == pytest.approx(2 / 3)
+    assert a.loc["B", "validity_rate"] == 0.0 and pd.isna(a.loc["B", "design_score"])
+    s = query(db, "SELECT * FROM solver_scores").set_index("solver")
+    assert tuple(s.loc["S", ["cold_success", "hinted_success", "hint_gain"]]) == pytest.approx((0.125, 0.625, 0.5))
+    assert tuple(s.loc["T", ["cold_success", "hinted_success", "hint_gain"]]) == pytest.approx((0.5, 0.5, 0.0))
+    assert "A" not in s.index  # A only played its own environments
+
+
+def test_duels_and_rankings_of_a_transitive_tournament(built):
+    _, db, _ = built
+    duels = query(db, "SELECT * FROM duels ORDER BY model_a, model_b")
+    assert duels[["model_a", "model_b", "outcome", "winner"]].values.tolist() == [
+        ["X", "Y", "a", "X"], ["X", "Z", "a", "X"], ["Y", "Z", "a", "Y"]]
+    assert duels["lift_diff"].tolist() == pytest.approx([0.5, 1.0, 0.5])
+    ranks = query(db, "SELECT * FROM rankings").set_index("model")
+    assert [ranks.loc[m, "bt_rank"] for m in "XYZ"] == [1.0, 2.0, 3.0]
+    assert (ranks.loc["X", "duel_wins"], ranks.loc["Z", "duel_losses"]) == (2, 2)
+    for fig in ("solver_score", "author_score", "bt_strength"):
+        ok = ranks[fig].isna() | ((ranks[f"{fig}_lower"] <= ranks[fig] + 1e-9) & (ranks[fig] <= ranks[f"{fig}_upper"] + 1e-9))
+        assert ok.all(), fig
+    summary = query(db, "SELECT * FROM rankings_summary").iloc[0]
+    assert (summary.cyclic_triads, summary.kendall_zeta, summary.n_duels) == (0.0, 1.0, 3)
+
+
+def test_sql_interval_covers_true_lift(built):
+    _, db, _ = built
+    cov = query(db, f"""SELECT avg((lift_lower <= {TRUE_LIFT} AND {TRUE_LIFT} <= lift_upper)::INT) AS coverage,
+                               count(*) AS n FROM pair_lift WHERE author LIKE 'cov%'""").iloc[0]
+    print(f"dbt pair_lift interval coverage: {cov.coverage:.3f} over {int(cov.n)} pairs")
+    assert cov.n == N_COVERAGE and cov.coverage >= 0.90
+
+
+def test_design_convergence_tables(built):
+    _, db, _ = built
+    table = query(db, "SELECT * FROM design_convergence")
+    assert set(table["scope"]) == {"overall", "within", "pair"}
+    clusters = query(db, "SELECT * FROM design_convergence_clusters")
+    spanning = clusters.groupby("cluster_id").agg(authors=("authors", "first"),
+                                                  families=("family", lambda f: ",".join(sorted(set(f)))))
+    # The same maze and lock designs under different names and constants, written by A, X, Y and Z.
+    assert sorted(map(tuple, spanning.values.tolist())) == [("A, X, Y, Z", "codelock"), ("A, X, Y, Z", "maze")]
+    assert "E3" not in set(clusters["env_id"])  # only valid environments

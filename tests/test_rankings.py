@@ -1,0 +1,246 @@
+"""Rankings (core.rankings) and design convergence (core.convergence) on hand-computed cases, plus the skill
+order of the simulated models recovered from real play."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from envduels_dagster.core import convergence as conv
+from envduels_dagster.core import rankings as rk
+
+# ----------------------------------------------------------------------------------- Bradley-Terry
+
+
+def test_bradley_terry_recovers_known_strengths():
+    """Strengths 4:2:1 with 15 games per pair and wins exactly in expectation: MLE is 4:2:1.
+
+    P(1 beats 2) = 4/6 -> 10 of 15; P(1 beats 3) = 4/5 -> 12 of 15; P(2 beats 3) = 2/3 -> 10 of 15.
+    The score equations sum_j n_ij p_i/(p_i+p_j) = wins_i then hold exactly at (4, 2, 1).
+    """
+    wins = np.array([[0, 10, 12], [5, 0, 10], [3, 5, 0]], dtype=float)
+    theta = rk.bradley_terry(wins)
+    assert np.exp(theta - theta[2]) == pytest.approx([4.0, 2.0, 1.0], rel=1e-9)
+    assert theta.sum() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_bradley_terry_two_players_and_ties():
+    assert np.exp(np.diff(rk.bradley_terry(np.array([[0, 1.0], [3.0, 0]])))[0]) == pytest.approx(3.0)
+    # Ties count half: 2 wins + 2 ties against 2 ties -> 3 points to 1.
+    assert np.exp(np.diff(rk.bradley_terry(np.array([[0, 1.0], [2.0 + 1.0, 0]])))[0]) == pytest.approx(3.0)
+    with pytest.raises(ValueError):
+        rk.bradley_terry(np.array([[0, 1.0], [0.0, 0]]))  # a model without a win: no finite MLE
+    theta = rk.bradley_terry(np.array([[0, 1.0], [0.0, 0]]), prior=1.0)  # the prior keeps it finite
+    assert np.exp(theta[0] - theta[1]) == pytest.approx(3.0)  # 1.5 : 0.5 points
+
+
+def test_bradley_terry_from_duel_rows():
+    duels = pd.DataFrame({"model_a": ["x", "x", "y"], "model_b": ["y", "z", "z"], "score_a": [1.0, 1.0, 0.5]})
+    wins = rk.wins_matrix(duels, ["x", "y", "z"])
+    assert wins.tolist() == [[0, 1, 1], [0, 0, 0.5], [0, 0.5, 0]]
+    theta = rk.bradley_terry(wins, prior=0.5)
+    assert theta[0] > theta[1] == pytest.approx(theta[2])
+
+
+# ------------------------------------------------------------------------------------- transitivity
+
+
+def test_three_cycle_has_exactly_one_cyclic_triad():
+    wins = np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]], dtype=float)  # a>b, b>c, c>a
+    assert rk.cyclic_triads(wins) == (1.0, 1.0, 0.0)
+
+
+def test_transitive_and_mixed_tournaments():
+    order = np.triu(np.ones((4, 4)), k=1)  # 0 > 1 > 2 > 3
+    assert rk.cyclic_triads(order) == (0.0, 2.0, 1.0)
+    one_cycle = order.copy()
+    one_cycle[0, 2], one_cycle[2, 0] = 0, 1  # 0>1, 1>2, 2>0 is a cycle; 3 loses everything
+    c, c_max, zeta = rk.cyclic_triads(one_cycle)
+    assert (c, c_max, zeta) == (1.0, 2.0, 0.5)
+    five = np.triu(np.ones((5, 5)), k=1)
+    assert rk.cyclic_triads(five)[1] == 5.0  # c_max = (n^3 - n) / 24 for odd n
+
+
+def test_ties_count_as_fair_coin_flips():
+    all_ties = np.full((3, 3), 0.5) - np.diag([0.5] * 3)
+    assert rk.cyclic_triads(all_ties)[0] == pytest.approx(0.25)  # 2 of 8 coin outcomes are cycles
+
+
+# ------------------------------------------------------------------------------- ranks, correlations
+
+
+def test_rank_desc_and_kendall_tau():
+    assert rk.rank_desc(np.array([0.2, 0.9, 0.2, np.nan])).tolist()[:3] == [2.5, 1.0, 2.5]
+    assert math.isnan(rk.rank_desc(np.array([0.2, np.nan]))[1])
+    assert rk.kendall_tau([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+    assert rk.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert rk.kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)
+
+
+def test_permutation_pvalue_exact():
+    p, n = rk.permutation_pvalue([1, 2, 3, 4], [1, 2, 3, 4])
+    assert n == 24 and p == pytest.approx(2 / 24)  # only the identity and the reversal reach |rho| = 1
+    assert rk.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_discrimination_of_the_peer_panel():
+    assert rk.discrimination(np.array([0.0, 0.0, 1.0, 1.0])) == 1.0  # panel splits: 4 / floor(16/4)
+    assert rk.discrimination(np.array([0.0, 1.0, 1.0])) == 1.0  # 2 / floor(9/4)
+    assert rk.discrimination(np.array([1.0, 1.0, 1.0])) == 0.0
+    assert rk.discrimination(np.array([0.25, 1.0])) == 0.75
+    assert math.isnan(rk.discrimination(np.array([0.5, np.nan])))
+
+
+def panel_stats(rng: np.random.Generator, skill: dict[str, float], envs_per_author: int = 6) -> pd.DataFrame:
+    """env_solver_stats-like rows: solver s passes cold with probability skill[s] on 4 seeds."""
+    rows = []
+    for author in skill:
+        for e in range(envs_per_author):
+            for solver, p in skill.items():
+                cold = (rng.random(4) < p).mean()
+                hint = (rng.random(4) < min(1.0, p + 0.3)).mean()
+                rows.append({"env_id": f"{author}.{e}", "author": author, "solver": solver,
+                             "domain": ["d1", "d2"][e % 2], "p_cold": cold, "p_hint": hint, "lift": hint - cold,
+                             "is_self_pair": author == solver})
+    return pd.DataFrame(rows)
+
+
+def test_compute_rankings_orders_solvers_with_intervals():
+    skill = {"s1": 0.9, "s2": 0.6, "s3": 0.3, "s4": 0.05}
+    stats = panel_stats(np.random.default_rng(3), skill)
+    duels = pd.DataFrame({"model_a": ["s1", "s1", "s1", "s2", "s2", "s3"],
+                          "model_b": ["s2", "s3", "s4", "s3", "s4", "s4"],
+                          "score_a": [1.0, 1.0, 1.0, 1.0, 1.0, 0.5],
+                          "outcome": ["a", "a", "a", "a", "a", "tie"]})
+    table, summary = rk.compute_rankings(stats, duels, n_boot=300, skill_rank={"s1": 1, "s2": 2, "s3": 3, "s4": 4})
+    t = table.set_index("model")
+    assert t["solver_rank"].tolist() == [1.0, 2.0, 3.0, 4.0]
+    for fig in ("solver_score", "author_score", "design_score", "bt_strength", "solver_rank"):
+        assert (t[f"{fig}_lower"] <= t[fig] + 1e-12).all() and (t[fig] <= t[f"{fig}_upper"] + 1e-12).all()
+    assert t.loc["s1", "bt_rank"] == 1.0 and t.loc["s1", "duel_wins"] == 3
+    assert (t.loc["s3", "duel_ties"], t.loc["s4", "duel_losses"]) == (1, 2)
+    s = summary.iloc[0]
+    assert s.skill_order_kendall_tau == 1.0
+    # The tie s3-s4 is at the bottom: either way it is broken, no cycle appears.
+    assert (s.cyclic_triads, s.cyclic_triads_max, s.kendall_zeta) == (0.0, 2.0, 1.0)
+    assert s.role_n_permutations == 24 and 0 < s.role_p_value <= 1
+    # The solver score is the domain-balanced cold success on other authors' environments.
+    own = stats[(stats.solver == "s2") & ~stats.is_self_pair]
+    assert t.loc["s2", "solver_score"] == pytest.approx(own.groupby("domain")["p_cold"].mean().mean())
+
+
+# ------------------------------------------------------------------------------------- convergence
+
+GRID = '''
+class {name}:
+    def __init__(self, max_turns={turns}):
+        self.max_turns = max_turns
+
+    def reset(self, seed):
+        self.pos = [0, 0]
+        self.goal = [seed % {size}, {size} - 1]
+        return "You are at 0,0", {{}}
+
+    def step(self, action):
+        dx, dy = {{"east": (1, 0), "north": (0, 1)}}.get(action, (0, 0))
+        self.pos = [self.pos[0] + dx, self.pos[1] + dy]
+        done = self.pos == self.goal
+        return f"At {{self.pos}}", float(done), done, False, {{}}
+'''
+
+CODE = '''
+import random
+
+class {name}:
+    def __init__(self, max_turns={turns}):
+        self.max_turns = max_turns
+        self.tries = 0
+
+    def reset(self, seed):
+        self.code = random.Random(seed).randint(0, {size})
+        return "Guess the code", {{}}
+
+    def step(self, action):
+        self.tries += 1
+        guess = int(action) if action.isdigit() else -1
+        if guess == self.code:
+            return "Open", 1.0, True, False, {{}}
+        hint = "higher" if guess < self.code else "lower"
+        return hint, 0.0, False, self.tries >= self.max_turns, {{}}
+'''
+
+
+def test_ast_shapes_ignore_names_and_constants():
+    a = GRID.format(name="Maze", turns=9, size=5)
+    b = GRID.format(name="Labyrinth", turns=20, size=8)
+    c = CODE.format(name="Lock", turns=6, size=99)
+    sim = conv.similarity_matrix([a, b, c, "def broken(:"])
+    assert sim[0, 1] == pytest.approx(1.0)
+    assert sim[0, 2] < 0.6
+    assert sim[3, 0] == 0.0 and sim[3, 3] == 0.0  # unparsable source: similar to nothing
+    assert conv.shape_tokens("x = 1")[:2] == ["Module", "Assign"]
+
+
+def test_design_convergence_clusters_span_authors():
+    envs = pd.DataFrame([
+        ("p.0", "p", "navigation", "maze", GRID.format(name="Maze", turns=9, size=5)),
+        ("p.1", "p", "deduction", "codelock", CODE.format(name="Lock", turns=6, size=99)),
+        ("q.0", "q", "navigation", "maze", GRID.format(name="Grid", turns=12, size=7)),
+        ("q.1", "q", "deduction", "codelock", CODE.format(name="Safe", turns=8, size=999)),
+        ("r.0", "r", "navigation", "maze", GRID.format(name="Walk", turns=4, size=3)),
+    ], columns=["env_id", "author", "domain", "family", "source"])
+    table, members = conv.design_convergence(envs, n_perm=200)
+    assert set(table["scope"]) == {"overall", "within", "pair"}
+    assert len(table) == 1 + 3 + 3
+    pq = table[(table.author_a == "p") & (table.author_b == "q")].iloc[0]
+    assert pq.similarity > pq.null_mean and pq.n_env_pairs == 4
+    assert 0 < pq.p_value <= 1
+    clusters = members.groupby("cluster_id").agg(authors=("authors", "first"), family=("family", "first"),
+                                                 size=("env_id", "size"))
+    assert clusters.to_dict("records") == [{"authors": "p, q, r", "family": "maze", "size": 3},
+                                           {"authors": "p, q", "family": "codelock", "size": 2}]
+
+
+# ----------------------------------------------------------------------- simulated models: skill order
+
+
+def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
+    """Real play of the five simulated profiles (2 environments each, 4 seeds, peers only)."""
+    from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.cache import CallCache
+    from envduels_dagster.core.episodes import play_pair
+    from envduels_dagster.core.gateway import Gateway, RetryPolicy
+    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.stats import env_solver_stats
+    from envduels_dagster.core.warehouse import episodes_frame
+    from envduels_dagster.sim.profiles import PROFILES
+    from tests.conftest import write_registry
+
+    names = list(PROFILES)
+    registry = load_registry(str(write_registry(tmp_path / "models.yaml", names)))
+    gateway = Gateway(registry, CallCache(str(tmp_path / "calls.sqlite")), RetryPolicy())
+
+    async def play():
+        specs = {a: await author_environments(gateway, a, 2, [0, 1, 2, 3]) for a in names}
+        records = []
+        for author in names:
+            for solver in names:
+                if solver != author:
+                    records += await play_pair(gateway, solver, specs[author], None, 8)
+        return [s for v in specs.values() for s in v], records
+
+    specs, records = asyncio.run(play())
+    episodes = episodes_frame(records, {s.env_id: s.max_turns for s in specs}, "1", pd.Timestamp.now())
+    stats = env_solver_stats(episodes)
+    stats["domain"] = stats["env_id"].map({s.env_id: s.domain for s in specs})
+    stats["is_self_pair"] = stats["author"] == stats["solver"]
+    skill = {n: PROFILES[n].skill_rank for n in names}
+    table, summary = rk.compute_rankings(stats, pd.DataFrame(columns=["model_a", "model_b", "score_a", "outcome"]),
+                                         n_boot=200, skill_rank=skill)
+    tau = summary["skill_order_kendall_tau"].iloc[0]
+    print(f"simulated models: solver ranking {table['model'].tolist()}, Kendall tau vs skill order = {tau:.2f}")
+    assert tau >= 0.8

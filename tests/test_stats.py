@@ -1,0 +1,142 @@
+"""Lift statistics in Python (core.stats) on hand-computed cases, and the coverage of the bootstrap interval.
+
+The same hand-made episode table is run through the dbt model ``env_solver_stats`` in test_marts.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from envduels_dagster.core.stats import (
+    cluster_bootstrap_mean,
+    env_solver_stats,
+    matched_seeds,
+    pair_lift,
+    training_candidates,
+)
+
+
+def episodes(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["env_id", "author", "solver", "condition", "seed", "status"])
+
+
+def seeds(env: str, author: str, solver: str, cold: list[int], hinted: list[int]) -> list[tuple]:
+    out = []
+    for seed, (c, h) in enumerate(zip(cold, hinted)):
+        out.append((env, author, solver, "cold", seed, "success" if c else "failure"))
+        out.append((env, author, solver, "hinted", seed, "success" if h else "failure"))
+    return out
+
+
+def hand_table() -> pd.DataFrame:
+    """Author A writes E1 and E2; solvers S and T (peers) and A itself play them on seeds 0-3.
+
+    E2 x S also has seed 4 whose cold episode is incomplete (the seed must drop out, hinted success and all)
+    and seed 5 with a hinted episode only (no pair: dropped).
+    """
+    rows = (seeds("E1", "A", "S", [0, 0, 0, 1], [1, 1, 0, 0])
+            + seeds("E2", "A", "S", [0, 0, 0, 0], [1, 1, 1, 0])
+            + [("E2", "A", "S", "cold", 4, "incomplete"), ("E2", "A", "S", "hinted", 4, "success"),
+               ("E2", "A", "S", "hinted", 5, "success")]
+            + seeds("E1", "A", "T", [1, 1, 1, 1], [1, 1, 1, 1])
+            + seeds("E2", "A", "T", [0, 0, 0, 0], [0, 0, 0, 0])
+            + seeds("E1", "A", "A", [0, 0, 0, 0], [1, 1, 1, 1])
+            + seeds("E2", "A", "A", [0, 0, 0, 0], [0, 0, 0, 0]))
+    return episodes(rows)
+
+
+# (env, solver): n_seeds, p_cold, p_hint, lift, rescue, harm, category -- worked out by hand
+HAND_STATS = {
+    ("E1", "S"): (4, 0.25, 0.50, 0.25, 2 / 3, 1.0, "wasted"),  # cold fails 0,1,2: hinted rescues 0,1; seed 3 harmed
+    ("E2", "S"): (4, 0.00, 0.75, 0.75, 0.75, None, "learnable"),
+    ("E1", "T"): (4, 1.00, 1.00, 0.00, None, 0.0, "wasted"),
+    ("E2", "T"): (4, 0.00, 0.00, 0.00, 0.0, None, "noise"),
+    ("E1", "A"): (4, 0.00, 1.00, 1.00, 1.0, None, "learnable"),
+    ("E2", "A"): (4, 0.00, 0.00, 0.00, 0.0, None, "noise"),
+}
+
+# (author, solver): n_envs, n_matched, n_incomplete, p_cold, p_hint, lift (environments weigh equally)
+HAND_PAIRS = {
+    ("A", "S"): (2, 8, 1, 0.125, 0.625, 0.5),
+    ("A", "T"): (2, 8, 0, 0.5, 0.5, 0.0),
+    ("A", "A"): (2, 8, 0, 0.0, 0.5, 0.5),
+}
+
+
+def assert_close(actual, expected) -> None:
+    if expected is None:
+        assert actual is None or pd.isna(actual)
+    elif isinstance(expected, str):
+        assert actual == expected
+    else:
+        assert actual == pytest.approx(expected)
+
+
+def test_matched_seeds_drop_incomplete_and_unpaired_seeds():
+    m = matched_seeds(hand_table())
+    e2s = m[(m["env_id"] == "E2") & (m["solver"] == "S")]
+    assert sorted(e2s["seed"]) == [0, 1, 2, 3]
+    assert len(m) == 24
+
+
+def test_env_solver_stats_hand_computed():
+    stats = env_solver_stats(hand_table()).set_index(["env_id", "solver"])
+    assert set(stats.index) == set(HAND_STATS)
+    for key, expected in HAND_STATS.items():
+        row = stats.loc[key]
+        for col, value in zip(["n_seeds", "p_cold", "p_hint", "lift", "rescue", "harm", "category"], expected):
+            assert_close(row[col], value)
+
+
+def test_pair_lift_hand_computed_and_interval_contains_it():
+    pl = pair_lift(hand_table(), n_boot=200).set_index(["author", "solver"])
+    for key, (n_envs, n_matched, n_incomplete, p_cold, p_hint, lift) in HAND_PAIRS.items():
+        row = pl.loc[key]
+        assert (row["n_envs"], row["n_matched"], row["n_incomplete"]) == (n_envs, n_matched, n_incomplete)
+        assert (row["p_cold"], row["p_hint"], row["lift"]) == pytest.approx((p_cold, p_hint, lift))
+        assert row["lift_lower"] <= row["lift"] <= row["lift_upper"]
+        assert row["is_self_pair"] == (key[0] == key[1])
+    # Two environments with lifts 0.25 and 0.75: resampled means are 0.25, 0.5 or 0.75.
+    assert pl.loc[("A", "S"), "lift_lower"] == pytest.approx(0.25)
+    assert pl.loc[("A", "S"), "lift_upper"] == pytest.approx(0.75)
+
+
+def test_training_candidates_pick_fails_cold_passes_hinted_from_other_authors():
+    stats = env_solver_stats(hand_table())
+    assert training_candidates(stats, "S")["env_id"].tolist() == ["E2"]
+    assert training_candidates(stats, "T").empty
+    assert training_candidates(stats, "A").empty  # E1 is learnable for A, but A wrote it
+    assert training_candidates(stats, "A", include_self_authored=True)["env_id"].tolist() == ["E1"]
+
+
+def test_cluster_bootstrap_degenerate_cases():
+    assert cluster_bootstrap_mean([np.array([0.5, 0.0])]) == (0.25, 0.25, 0.25)
+    est, lo, hi = cluster_bootstrap_mean([np.array([1.0]), np.array([0.0])], n_boot=500)
+    assert est == 0.5 and lo == 0.0 and hi == 1.0
+    assert all(np.isnan(x) for x in cluster_bootstrap_mean([]))
+
+
+def synthetic_lifts(rng: np.random.Generator, n_envs: int, n_seeds: int) -> list[np.ndarray]:
+    """One pair: per environment p_cold ~ U(0.1, 0.5), lift ~ U(0, 0.4) (true mean lift 0.2); paired seeds."""
+    p_cold = rng.uniform(0.1, 0.5, n_envs)
+    p_hint = p_cold + rng.uniform(0.0, 0.4, n_envs)
+    cold = rng.random((n_envs, n_seeds)) < p_cold[:, None]
+    hinted = rng.random((n_envs, n_seeds)) < p_hint[:, None]
+    return list(hinted.astype(float) - cold.astype(float))
+
+
+TRUE_LIFT = 0.2
+
+
+def test_cluster_bootstrap_interval_covers_true_lift():
+    """>= 90% of 300 simulated pairs (30 environments x 4 seeds) have a 95% interval covering the true lift."""
+    rng = np.random.default_rng(20240601)
+    covered = []
+    for rep in range(300):
+        _, lo, hi = cluster_bootstrap_mean(synthetic_lifts(rng, 30, 4), n_boot=1000, seed=rep)
+        covered.append(lo <= TRUE_LIFT <= hi)
+    coverage = float(np.mean(covered))
+    print(f"python cluster-bootstrap coverage: {coverage:.3f}")
+    assert coverage >= 0.90
