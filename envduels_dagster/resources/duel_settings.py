@@ -9,6 +9,8 @@ class DuelSettings(dg.ConfigurableResource):
     benchmark_seeds: list[int] = [0, 1, 2, 3]
     episode_concurrency: int = 8
     episode_budget_s: float = 600.0  # wall time an episode may spend waiting on the model
+    study_heldout_envs: int = 3  # held-out environments per author in the lift->learning study
+    study_train_on: str = "all_valid"  # or "training_set": which of an author's environments the learner trains on
     transcript_budget_chars: int = 1500  # failure excerpts an author sees per environment in a hardening round
     # Training filter: fail every cold seed, pass at least half the hinted seeds.
     training_max_cold: float = 0.0

@@ -1,0 +1,74 @@
+"""A bad training set is never published: the blocking checks stop training_export and keep `latest`."""
+
+
+import os
+
+import dagster as dg
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets import authored_environments, duel_episodes, training_export, training_set
+from envduels_dagster.checks.export import training_export_checks
+from envduels_dagster.checks.training import training_set_checks
+from envduels_dagster.core.warehouse import read_table, replace_rows
+from envduels_dagster.partitions import pair_key, register_models, solver_partitions
+from tests.conftest import pipeline_resources, write_registry
+
+MODELS = ["expert", "novice"]
+
+
+@pytest.fixture
+def published(tmp_path, envduels_home):
+    resources = pipeline_resources(tmp_path, write_registry(tmp_path / "models.yaml", MODELS), 2, (0, 1))
+    instance = dg.DagsterInstance.ephemeral()
+    register_models(instance, MODELS)
+    for m in MODELS:
+        assert dg.materialize([authored_environments], instance=instance, resources=resources, partition_key=m).success
+    for a in MODELS:
+        for s in MODELS:
+            assert dg.materialize([duel_episodes], instance=instance, resources=resources,
+                                  partition_key=pair_key(a, s)).success
+    good = dg.materialize([training_set, training_export, training_set_checks, training_export_checks],
+                          instance=instance, resources=resources, partition_key="novice")
+    assert good.success and all(e.passed for e in good.get_asset_check_evaluations())
+    latest = envduels_home / "exports" / "novice" / "latest"
+    return instance, resources, latest, latest.resolve()
+
+
+def test_self_authored_row_blocks_publication_and_keeps_latest(published):
+    instance, resources, latest, first_version = published
+
+    @dg.asset(name="training_set", partitions_def=solver_partitions)
+    def corrupted_training_set(context: dg.AssetExecutionContext, warehouse: DuckDBResource):
+        """Simulates a buggy filter: the learner's own environment slips into its training set."""
+        with warehouse.get_connection() as conn:
+            rows = read_table(conn, "training_set", {"learner": "novice"})
+            own = read_table(conn, "environments", {"author": "novice"}).iloc[0]
+            bad = rows.iloc[:0].copy()
+            bad.loc[0] = {**{c: None for c in rows.columns}, "learner": "novice", "env_id": own["env_id"],
+                          "author": "novice", "domain": own["domain"], "class_name": own["class_name"],
+                          "max_turns": own["max_turns"], "source_sha256": own["source_sha256"], "hint": own["hint"],
+                          "benchmark_seeds": [0, 1], "n_seeds": 2, "p_cold": 0.0, "p_hint": 1.0, "lift": 1.0,
+                          "lift_lower": 1.0, "lift_upper": 1.0, "rank": 1}
+            replace_rows(conn, "training_set", bad, {"learner": "novice"})
+
+    result = dg.materialize([corrupted_training_set, training_export, training_set_checks, training_export_checks],
+                            instance=instance, resources=resources, partition_key="novice", raise_on_error=False)
+    failed = {e.check_name: e for e in result.get_asset_check_evaluations() if not e.passed}
+    assert "no_self_authored_environments" in failed
+    assert not result.asset_materializations_for_node("training_export")  # the publish step never ran
+    assert latest.resolve() == first_version and sorted(p.name for p in latest.parent.iterdir()
+                                                         if not p.name.startswith(".")) == [first_version.name,
+                                                                                             "latest"]
+
+
+def test_tampered_export_fails_the_export_checks(published):
+    instance, resources, latest, _ = published
+    (latest / "train.jsonl").write_text("tampered\n")
+    result = dg.materialize([training_export, training_export_checks], instance=instance, resources=resources,
+                            tags={"dagster/partition": "novice"}, raise_on_error=False,
+                            selection=dg.AssetSelection.checks_for_assets(training_export))
+    failed = {e.check_name: e for e in result.get_asset_check_evaluations() if not e.passed}
+    assert "files_match_hashes" in failed
+    assert "train.jsonl does not match its sha256" in failed["files_match_hashes"].metadata["error"].value
+    assert os.path.islink(latest)
