@@ -37,12 +37,22 @@ def _partitions_kind(asset) -> str:
     return "pair" if pd == pair_partitions else "model" if pd in (models_partitions, solver_partitions) else "?"
 
 
+def _round_of(asset) -> int | None:
+    """0 for the first authoring/pair assets, r for ``*_r{r}`` round assets, None for everything else."""
+    name = asset.key.to_user_string() if len(asset.keys) == 1 else ""
+    if name in ("authored_environments", "duel_episodes"):
+        return 0
+    if name.startswith(("hardened_environments_r", "duel_episodes_r")):
+        return int(name.rsplit("_r", 1)[1])
+    return None
+
+
 def materialize_all(instance, resources: dict | None = None, log=print, names: list[str] | None = None) -> dict:
     """Materialize every partition of every asset in dependency order; return counts.
 
-    Order: registry -> authors -> pairs -> every unpartitioned downstream asset in one
-    run (marts, rankings; Dagster orders them) -> per-learner assets. New asset modules
-    join automatically through ``ALL_ASSETS``.
+    Order: registry -> for each round: authors, then pairs -> every unpartitioned
+    downstream asset in one run (marts, rankings; Dagster orders them) -> per-learner
+    assets. New asset modules join automatically through ``ALL_ASSETS``.
     """
     import dagster as dg
 
@@ -62,9 +72,15 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     by_kind: dict[str, list] = {"none": [], "model": [], "pair": []}
     for asset in ALL_ASSETS:
         by_kind[_partitions_kind(asset)].append(asset)
-    authors = [a for a in by_kind["model"] if dg.AssetKey("authored_environments") in a.keys]
-    learners = [a for a in by_kind["model"] if a not in authors]
-    downstream = [a for a in by_kind["none"] if a is not model_registry]
+    # Round r's authoring and pair assets (round 0: authored_environments, duel_episodes).
+    round_of = {a: _round_of(a) for a in ALL_ASSETS}
+    rounds = sorted({r for a, r in round_of.items() if r is not None})
+    authors = {r: [a for a in by_kind["model"] if round_of[a] == r] for r in rounds}
+    pair_assets = {r: [a for a in by_kind["pair"] if round_of[a] == r] for r in rounds}
+    learners = [a for a in by_kind["model"] if round_of[a] is None]
+    learner_keys = {k for a in learners for k in a.keys}
+    after_learners = [a for a in by_kind["none"] if any(d.asset_key in learner_keys for s in a.specs for d in s.deps)]
+    downstream = [a for a in by_kind["none"] if a is not model_registry and a not in after_learners]
 
     def run(assets, partition_key=None, label=""):
         t0 = time.perf_counter()
@@ -74,25 +90,31 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
             raise RuntimeError(f"run for {label} failed; see run {result.run_id} in the Dagster UI")
         return result, time.perf_counter() - t0
 
-    def meta(result, name):
+    def meta(result, assets):
+        name = assets[0].key.to_user_string()
         return result.asset_materializations_for_node(name)[0].metadata
 
     run([model_registry], label="model_registry")
-    for i, author in enumerate(names, 1):
-        result, secs = run(authors, author, f"authored_environments[{author}]")
-        md = meta(result, "authored_environments")
-        log(f"[author {i}/{len(names)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid ({secs:.1f}s)")
     pairs = [(a, s) for a in names for s in names]
-    for i, (author, solver) in enumerate(pairs, 1):
-        result, secs = run(by_kind["pair"], pair_key(author, solver), f"pair {author}|{solver}")
-        md = meta(result, "duel_episodes")
-        log(f"[pair {i}/{len(pairs)}] {author} -> {solver}: {md['num_rows'].value} episodes, "
-            f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f} ({secs:.1f}s)")
+    for r in rounds:
+        for i, author in enumerate(names, 1):
+            result, secs = run(authors[r], author, f"round {r} authoring [{author}]")
+            md = meta(result, authors[r])
+            log(f"[round {r} author {i}/{len(names)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid "
+                f"({secs:.1f}s)")
+        for i, (author, solver) in enumerate(pairs, 1):
+            result, secs = run(pair_assets[r], pair_key(author, solver), f"round {r} pair {author}|{solver}")
+            md = meta(result, pair_assets[r])
+            log(f"[round {r} pair {i}/{len(pairs)}] {author} -> {solver}: {md['num_rows'].value} episodes, "
+                f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f} ({secs:.1f}s)")
     result, secs = run(downstream, label="marts and rankings")
     log(f"[marts] {', '.join(k.to_user_string() for a in downstream for k in a.keys)} ({secs:.1f}s)")
     for learner in names:
         result, _ = run(learners, learner, f"learner {learner}")
-        log(f"[training] {learner}: {meta(result, 'training_set')['num_rows'].value} environments")
+        log(f"[training] {learner}: {meta(result, learners)['num_rows'].value} environments")
+    if after_learners:
+        result, secs = run(after_learners, label="studies")
+        log(f"[studies] {', '.join(a.key.to_user_string() for a in after_learners)} ({secs:.1f}s)")
     return {"models": len(names), "pairs": len(pairs)}
 
 

@@ -126,3 +126,18 @@ def test_loading_definitions_imports_no_heavy_libraries():
             "print(','.join(m for m in ('litellm', 'great_expectations', 'dbt.cli') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_training_exports_and_lift_learning_study_are_published(pipeline):
+    _, _, db = pipeline
+    import os
+
+    from envduels_dagster.api import latest_export_dir, load_training_set
+
+    home = os.environ["ENVDUELS_HOME"]
+    for (learner, n) in query(db, "SELECT learner, count(*) FROM training_set GROUP BY 1"):
+        df = load_training_set(learner, home=home)
+        assert df["env_id"].nunique() == n and latest_export_dir(learner, home=home).is_dir()
+    rows = query(db, "SELECT learner, author, gain FROM lift_learning")
+    assert {(l, a) for l, a, _ in rows} == {(l, a) for l in MODELS for a in MODELS if l != a}
+    assert all(-1 <= g <= 1 for *_, g in rows)

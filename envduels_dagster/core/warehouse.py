@@ -38,6 +38,9 @@ SCHEMA = {
         design_after DOUBLE, design_change DOUBLE, design_change_lower DOUBLE, design_change_upper DOUBLE,
         hint_before DOUBLE, hint_after DOUBLE, hint_change DOUBLE, hint_change_lower DOUBLE,
         hint_change_upper DOUBLE""",
+    "lift_learning": """
+        learner VARCHAR, author VARCHAR, lift DOUBLE, n_train_envs INTEGER, n_heldout_envs INTEGER,
+        cold_before DOUBLE, cold_after DOUBLE, gain DOUBLE""",
     "training_set": """
         learner VARCHAR, env_id VARCHAR, author VARCHAR, domain VARCHAR, class_name VARCHAR, max_turns INTEGER,
         source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds INTEGER[], n_seeds INTEGER, p_cold DOUBLE,

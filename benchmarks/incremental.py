@@ -1,0 +1,83 @@
+"""Model calls for growing the registry from N to N+1 models, against a full re-run.
+
+Prints, for simulated models: calls for the N+1 registry from scratch, calls for
+adding the (N+1)-th model when N are done (only the partitions the new-models
+sensor requests), their ratio next to the expected ~(2N+1)/(N+1)^2 share of pair
+work, and the calls of a full re-materialization with everything cached (0).
+
+    .venv/bin/python benchmarks/incremental.py [--models 4] [--envs 2] [--seeds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dagster as dg  # noqa: E402
+
+from envduels_dagster.core.staleness import new_model_plan  # noqa: E402
+from envduels_dagster.demo import materialize_all  # noqa: E402
+from envduels_dagster.partitions import pair_key, register_models  # noqa: E402
+from envduels_dagster.sim.profiles import PROFILES  # noqa: E402
+from tests.conftest import pipeline_resources, write_registry  # noqa: E402
+
+
+def calls(cache: Path) -> int:
+    return sqlite3.connect(cache).execute("SELECT count(*) FROM calls").fetchone()[0] if cache.exists() else 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", type=int, default=4, help="N, the models already done")
+    ap.add_argument("--envs", type=int, default=2)
+    ap.add_argument("--seeds", type=int, default=4)
+    args = ap.parse_args()
+    names = list(PROFILES)[: args.models + 1]
+    quiet = lambda _m: None  # noqa: E731
+    seeds = tuple(range(args.seeds))
+    with tempfile.TemporaryDirectory() as full_dir, tempfile.TemporaryDirectory() as inc_dir:
+        full, inc = Path(full_dir), Path(inc_dir)
+        t0 = time.perf_counter()
+        res = pipeline_resources(full, write_registry(full / "models.yaml", names), args.envs, seeds)
+        materialize_all(dg.DagsterInstance.ephemeral(), res, log=quiet)
+        full_calls = calls(full / "cache" / "calls.sqlite")
+        full_s = time.perf_counter() - t0
+
+        registry = write_registry(inc / "models.yaml", names[:-1])
+        res = pipeline_resources(inc, registry, args.envs, seeds)
+        instance = dg.DagsterInstance.ephemeral()
+        materialize_all(instance, res, log=quiet)
+        before = calls(inc / "cache" / "calls.sqlite")
+        write_registry(registry, names)
+        new, pairs = new_model_plan(names, instance.get_dynamic_partitions("models"))
+        register_models(instance, names)
+        from envduels_dagster.assets import authored_environments, duel_episodes
+
+        t0 = time.perf_counter()
+        for author in new:
+            dg.materialize([authored_environments], instance=instance, resources=res, partition_key=author)
+        for a, s in pairs:
+            dg.materialize([duel_episodes], instance=instance, resources=res, partition_key=pair_key(a, s))
+        inc_calls = calls(inc / "cache" / "calls.sqlite") - before
+        inc_s = time.perf_counter() - t0
+
+        before = calls(inc / "cache" / "calls.sqlite")
+        materialize_all(instance, res, log=quiet)
+        rerun_calls = calls(inc / "cache" / "calls.sqlite") - before
+
+    n = args.models
+    print(f"models: {n} -> {n + 1} (simulated), {args.envs} environments per author, {args.seeds} seeds")
+    print(f"full_run_calls={full_calls} ({full_s:.1f}s)")
+    print(f"add_one_model_calls={inc_calls} ({inc_s:.1f}s; {len(new)} author partition, {len(pairs)} pairs)")
+    print(f"ratio={inc_calls / full_calls:.3f} expected_pair_share={(2 * n + 1) / (n + 1) ** 2:.3f}")
+    print(f"cached_full_rematerialization_calls={rerun_calls}")
+
+
+if __name__ == "__main__":
+    main()
