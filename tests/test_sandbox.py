@@ -12,6 +12,7 @@ import glob
 import os
 import select
 import shutil
+import signal
 import socket
 import tempfile
 import time
@@ -448,3 +449,131 @@ def test_curated_standard_library_is_importable_by_environment_code():
     )
     obs, _ = run(reset_once(env_source(body)))
     assert obs == "bad=[] p=[1] h=2d711642", obs  # sha256(b"x") starts 2d711642
+
+
+# --------------------------------------------------------------------------- the fork server
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                     if line.startswith("State:"))
+    except (OSError, StopIteration):
+        return False
+    return "Z" not in state.split()[1]  # a zombie is dead, merely not yet reaped
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "fresh-interpreter"])
+def test_both_start_modes_confine_alike(fork_server):
+    limits = SandboxLimits(step_timeout_s=2.0, fork_server=fork_server)
+
+    async def go():
+        async with SandboxedEnv(env_source("return f'seed {seed}', {}"), "E", 5, limits) as env:
+            assert await env.reset(3) == ("seed 3", {})
+            return env.applied
+
+    applied = run(go())
+    assert applied["fork_server"] is fork_server
+    assert applied["network_isolated"] and applied["filesystem_isolated"]
+    if os.getuid() == 0:
+        assert applied["uid"] != 0 and applied["seccomp"] and applied["no_new_privs"]
+
+
+def test_fork_server_death_takes_its_workers_and_is_replaced():
+    from envduels_dagster.core.sandbox import fork_server_pid
+
+    source = env_source("return 'x', {}", step_body="return 'ok', 0.0, False, False, {}")
+
+    async def go():
+        async with SandboxedEnv(source, "E", 5, FAST) as env:
+            await env.reset(0)
+            old = fork_server_pid()
+            os.kill(old, signal.SIGKILL)
+            with pytest.raises(SandboxError) as info:
+                for _ in range(100):  # the worker dies with its fork server (parent-death signal)
+                    await env.step("\\boxed{x}")
+                    await asyncio.sleep(0.02)
+            assert info.value.kind == "crash", info.value
+            worker = env.applied["pid"]
+        async with SandboxedEnv(source, "E", 5, FAST) as env:  # a fresh fork server
+            assert await env.reset(1) == ("x", {})
+            assert fork_server_pid() not in (None, old)
+        return worker, env.uid
+
+    worker, uid = run(go())
+    assert not _alive(worker)
+    if os.getuid() == 0:
+        assert processes_of_uid(uid) == []
+
+
+def test_a_stalled_fork_server_is_retired_without_killing_its_workers():
+    from envduels_dagster.core.sandbox import fork_server_pid, shutdown_fork_server
+
+    source = env_source("return 'x', {}", step_body="return 'ok', 0.0, False, False, {}")
+
+    async def go():
+        async with SandboxedEnv(source, "E", 5, FAST) as survivor:
+            await survivor.reset(0)
+            stalled = fork_server_pid()
+            os.kill(stalled, signal.SIGSTOP)
+            try:
+                with pytest.raises(SandboxError) as info:
+                    await SandboxedEnv(source, "E", 5, SandboxLimits(load_timeout_s=1.0)).start()
+                assert info.value.kind == "timeout", info.value
+                assert info.value.message == "the fork server did not start a worker within 1 s"
+                async with SandboxedEnv(source, "E", 5, FAST) as fresh:  # served by a new fork server
+                    assert await fresh.reset(1) == ("x", {})
+                    assert fork_server_pid() not in (None, stalled)
+            finally:
+                os.kill(stalled, signal.SIGCONT)
+            # The stalled server was retired, not killed: its worker still answers.
+            assert await survivor.step("\\boxed{x}") == ("ok", 0.0, False, False, {})
+
+    try:
+        run(go())
+    finally:
+        shutdown_fork_server()
+
+
+ORCHESTRATOR = """
+import asyncio, sys
+sys.path.insert(0, {repo!r})
+from envduels_dagster.core.sandbox import SandboxedEnv, SandboxLimits, fork_server_pid
+SOURCE = {source!r}
+
+async def main():
+    env = SandboxedEnv(SOURCE, "E", 5, SandboxLimits(step_timeout_s=100, cpu_seconds=100))
+    await env.start()
+    busy = asyncio.ensure_future(env.reset(0))  # an endless loop in the worker
+    await asyncio.sleep(0.2)
+    print(fork_server_pid(), env.applied["pid"], flush=True)
+    await busy
+
+asyncio.run(main())
+"""
+
+
+def test_killing_the_orchestrators_process_group_takes_the_sandbox_along():
+    """SIGKILL of the orchestrator (no cleanup runs): its fork server sees the control
+    socket close, kills its workers -- even one busy in an endless loop -- and exits."""
+    import subprocess
+    import sys
+
+    source = env_source("while True:\n    pass")
+    script = ORCHESTRATOR.format(repo=str(Path(__file__).resolve().parents[1]), source=source)
+    tmp = tempfile.mkdtemp(prefix="envduels-test-")  # a killed orchestrator cannot remove its workdir
+    os.chmod(tmp, 0o711)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True,
+                            env={"TMPDIR": tmp})
+    try:
+        server, worker = map(int, proc.stdout.readline().split())
+        assert _alive(server) and _alive(worker)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while (_alive(server) or _alive(worker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shutil.rmtree(tmp, ignore_errors=True)
+    assert not _alive(server), "the fork server outlived its orchestrator"
+    assert not _alive(worker), "a worker outlived its orchestrator"

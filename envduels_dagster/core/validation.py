@@ -66,6 +66,8 @@ async def _check(spec: EnvironmentSpec, limits: SandboxLimits | None) -> str:
                 phase = f"step() after reset(seed={seed})"
                 await env.reset(seed)
                 await env.step(format_action("noop"))
+                phase = "the closing protocol check"
+                await env.sync()  # a forged reply line anywhere above shows up here
                 return "unproven"
             refs: dict[int, list[str]] = {}
             for seed in spec.benchmark_seeds:
@@ -103,6 +105,8 @@ async def _check(spec: EnvironmentSpec, limits: SandboxLimits | None) -> str:
                     raise Rejected(
                         f"hint reveals the reference solution verbatim (seeds {', '.join(map(str, leaked))})"
                     )
+            phase = "the closing protocol check"
+            await env.sync()  # a forged reply line anywhere above shows up here
             return "proven"
     except SandboxError as exc:
         raise Rejected(f"{exc.kind} during {phase}: {exc.message}") from None
