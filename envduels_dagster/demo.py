@@ -158,8 +158,14 @@ def run_demo(envs_per_author: int = 3, seeds: int = 4) -> int:
         counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
     print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models, {counts['pairs']} pairs.\n")
     print(leaderboard(str(warehouse_path())))
+    import duckdb
+
+    with duckdb.connect(str(warehouse_path()), read_only=True) as conn:
+        tables = [t for (t,) in conn.execute("SHOW TABLES").fetchall()]
     print(f"\nWarehouse (DuckDB): {warehouse_path()}")
-    print("  tables: model_registry, environments, episodes, pair_lift, training_set")
+    print(f"  tables: {', '.join(tables)}")
+    print(f"Training exports: {envduels_home() / 'exports'}/<learner>/latest "
+          "(python: envduels_dagster.api.load_training_set)")
     print("Open the Dagster UI on these runs:  make ui   (then http://127.0.0.1:3000)")
     return 0
 
