@@ -6,6 +6,8 @@ Runs land in the persistent instance under ENVDUELS_HOME so that `envduels ui`
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -84,9 +86,13 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
 
     def run(assets, partition_key=None, label=""):
         t0 = time.perf_counter()
-        result = dg.materialize([*assets, *ALL_CHECKS], selection=assets, instance=instance, resources=resources,
-                                partition_key=partition_key, run_config=QUIET, raise_on_error=False)
+        chatter = io.StringIO()  # dbt echoes its whole log to stdout; keep it for failures only
+        with contextlib.redirect_stdout(chatter):
+            result = dg.materialize([*assets, *ALL_CHECKS], selection=assets, instance=instance,
+                                    resources=resources, partition_key=partition_key, run_config=QUIET,
+                                    raise_on_error=False)
         if not result.success:
+            print(chatter.getvalue()[-5000:], file=sys.stderr)
             raise RuntimeError(f"run for {label} failed; see run {result.run_id} in the Dagster UI")
         return result, time.perf_counter() - t0
 
