@@ -15,6 +15,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring import authored_environments
 from envduels_dagster.assets.common import AFTER_PAIRS, OWNERS, markdown_table
 from envduels_dagster.assets.registry import model_registry
+from envduels_dagster.core.warehouse import replace_table
 
 MARTS = [dg.AssetKey(name) for name in ("env_solver_stats", "pair_lift", "duels", "solver_scores", "author_scores")]
 SIM_PREFIX = "envduels-sim/"
@@ -32,21 +33,6 @@ class ConvergenceConfig(dg.Config):
     n_perm: int = 1000
     cluster_threshold: float = 0.9
     seed: int = 0
-
-
-def write_table(conn, name: str, df: pd.DataFrame) -> None:
-    """Replace table ``name`` with ``df`` in one transaction."""
-    conn.register("_result", df)
-    try:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            conn.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _result")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    finally:
-        conn.unregister("_result")
 
 
 def sim_skill_ranks(registry: pd.DataFrame) -> dict[str, int]:
@@ -128,8 +114,8 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource) -> dg.Materializ
     table, summary = compute_rankings(stats, duels, n_boot=config.n_boot, seed=config.seed,
                                       bt_prior=config.bt_prior, n_perm=config.n_perm, skill_rank=skill or None)
     with warehouse.get_connection() as conn:
-        write_table(conn, "rankings", table)
-        write_table(conn, "rankings_summary", summary)
+        replace_table(conn, "rankings", table)
+        replace_table(conn, "rankings_summary", summary)
     s = summary.iloc[0]
     transitivity = (
         f"**Transitivity of the duel tournament** ({int(s.n_duels)} duels, {int(s.n_decisive_duels)} decisive; "
@@ -171,8 +157,8 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource) -> 
     table, members = compute(envs, n=config.ngram, n_perm=config.n_perm, threshold=config.cluster_threshold,
                              seed=config.seed)
     with warehouse.get_connection() as conn:
-        write_table(conn, "design_convergence", table)
-        write_table(conn, "design_convergence_clusters", members)
+        replace_table(conn, "design_convergence", table)
+        replace_table(conn, "design_convergence_clusters", members)
     overall = table[table["scope"] == "overall"]
     spanning = members[members["n_authors"] > 1] if len(members) else members
     clusters = (spanning.groupby("cluster_id").agg(size=("env_id", "size"), authors=("authors", "first"),

@@ -116,6 +116,8 @@ def _text_problem(value: Any, what: str, limit: int) -> str | None:
 
 
 def _json_depth(value: Any, limit: int) -> int:
+    # Deliberately the same as sandbox_worker._depth: the worker is a stdlib-only script that
+    # cannot import this package, and the parent re-checks every reply independently anyway.
     stack, deepest = [(value, 1)], 0
     while stack:
         item, level = stack.pop()

@@ -86,24 +86,36 @@ def _where(where: dict[str, object] | None) -> tuple[str, list]:
     return " AND ".join(parts) or "TRUE", params
 
 
-def replace_rows(conn, table: str, df: pd.DataFrame, where: dict[str, object] | None = None) -> int:
-    """Replace the rows matching ``where`` (all rows if None) with ``df``, atomically."""
-    ensure_schema(conn)
-    clause, params = _where(where)
+def _in_transaction(conn, df: pd.DataFrame, statements: list[tuple[str, list]]) -> None:
+    """Run ``statements`` (which may read ``df`` as ``_incoming``) in one transaction."""
     conn.register("_incoming", df)
     try:
         conn.execute("BEGIN TRANSACTION")
         try:
-            conn.execute(f"DELETE FROM {table} WHERE {clause}", params)
-            if len(df):
-                conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
+            for sql, params in statements:
+                conn.execute(sql, params)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
     finally:
         conn.unregister("_incoming")
+
+
+def replace_rows(conn, table: str, df: pd.DataFrame, where: dict[str, object] | None = None) -> int:
+    """Replace the rows matching ``where`` (all rows if None) with ``df``, atomically."""
+    ensure_schema(conn)
+    clause, params = _where(where)
+    statements = [(f"DELETE FROM {table} WHERE {clause}", params)]
+    if len(df):
+        statements.append((f"INSERT INTO {table} BY NAME SELECT * FROM _incoming", []))
+    _in_transaction(conn, df, statements)
     return len(df)
+
+
+def replace_table(conn, table: str, df: pd.DataFrame) -> None:
+    """Replace a whole result table whose columns follow ``df`` (Python results outside the contract)."""
+    _in_transaction(conn, df, [(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM _incoming", [])])
 
 
 def read_table(conn, table: str, where: dict[str, object] | None = None) -> pd.DataFrame:
