@@ -119,3 +119,13 @@ def test_progress_table_pairs_children_with_parents(two_rounds):
     for row in table.itertuples():
         assert row.design_change_lower <= row.design_change <= row.design_change_upper
         assert row.hint_change == pytest.approx(row.hint_after - row.hint_before)
+
+
+def test_training_set_takes_the_newest_valid_version_of_each_lineage(two_rounds):
+    db, run, *_ = two_rounds
+    from envduels_dagster.assets import training_set
+
+    run(training_set, "novice")
+    picked = {e for (e,) in rows(db, "SELECT env_id FROM training_set WHERE learner = 'novice'")}
+    superseded = {p for (p,) in rows(db, "SELECT parent_env_id FROM environments WHERE round = 1 AND valid")}
+    assert superseded and not picked & superseded

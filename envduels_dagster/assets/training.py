@@ -28,7 +28,10 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
     with warehouse.get_connection() as conn:
         episodes = read_table(conn, "episodes", {"solver": learner})
         envs = read_table(conn, "environments")
-    stats = env_solver_stats(episodes)
+    # Co-evolution: an environment with a valid hardened child is superseded; the newest valid
+    # version of each lineage is the one that can enter the training set.
+    superseded = set(envs.loc[envs["valid"] & envs["parent_env_id"].notna(), "parent_env_id"])
+    stats = env_solver_stats(episodes[~episodes["env_id"].isin(superseded)])
     picked = training_candidates(stats, learner, settings.training_max_cold, settings.training_min_hint,
                                  settings.training_include_self_authored)
     matched = matched_seeds(episodes)
