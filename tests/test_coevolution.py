@@ -108,6 +108,8 @@ def test_score_helpers_on_hand_computed_cases():
     assert est == pytest.approx(0.2) and lo == pytest.approx(0.2) and hi == pytest.approx(0.2)
     rho, p = spearman_with_permutation(np.array([1.0, 2, 3, 4, 5]), np.array([2.0, 4, 6, 8, 10]), n_perm=2000)
     assert rho == pytest.approx(1.0) and p < 0.05
+    empty = pd.DataFrame({"x": []}, dtype=object)["x"].to_numpy()  # no hardening round: nothing to correlate
+    assert all(v != v for v in spearman_with_permutation(empty, empty))
 
 
 def test_progress_table_pairs_children_with_parents(two_rounds):

@@ -145,6 +145,7 @@ def paired_change(deltas: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tupl
 
 def spearman_with_permutation(x: np.ndarray, y: np.ndarray, n_perm: int = 5000, seed: int = 0) -> tuple[float, float]:
     """Spearman rank correlation and a two-sided permutation p-value (exact enough for a handful of authors)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ok = ~(np.isnan(x) | np.isnan(y))
     x, y = x[ok], y[ok]
     if x.size < 3:
