@@ -10,6 +10,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring import authored_environments
 from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
 from envduels_dagster.assets.registry import model_registry
+from envduels_dagster.core.adaptive import AdaptivePolicy, play_pair_adaptive
 from envduels_dagster.core.episodes import play_pair
 from envduels_dagster.core.gateway import LLMError, run_and_close
 from envduels_dagster.core.registry import RegistryError
@@ -67,9 +68,22 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
             last[0] = time.perf_counter()
             context.log.info(f"{author} x {solver} (round {round_}): {done}/{total} episodes")
 
+    adaptive: dict = {}
     try:
-        records = asyncio.run(run_and_close(gw, play_pair(
-            gw, solver, envs, sandbox.limits(), settings.episode_concurrency, progress, settings.episode_budget_s)))
+        if settings.adaptive_sampling:
+            records, decisions = asyncio.run(run_and_close(gw, play_pair_adaptive(
+                gw, solver, envs, AdaptivePolicy(confidence=settings.adaptive_confidence,
+                                                 max_seeds=settings.adaptive_max_seeds,
+                                                 max_cold=settings.training_max_cold,
+                                                 min_hint=settings.training_min_hint),
+                sandbox.limits(), settings.episode_concurrency, settings.episode_budget_s,
+                reuse_sandboxes=settings.reuse_sandboxes)))
+            adaptive = {"adaptive_seeds_played": sum(len(d.seeds_played) for d in decisions),
+                        "adaptive_seeds_fixed": sum(len(e.benchmark_seeds) for e in envs if e.valid)}
+        else:
+            records = asyncio.run(run_and_close(gw, play_pair(
+                gw, solver, envs, sandbox.limits(), settings.episode_concurrency, progress, settings.episode_budget_s,
+                reuse_sandboxes=settings.reuse_sandboxes)))
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
     llm_failed = [r for r in records if r.stop_reason == "llm_error"]
@@ -97,6 +111,7 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
         "model_calls": sum(gw.stats.backend_calls.values()),
         "cache_hits": sum(gw.stats.cache_hits.values()),
         "seconds": round(time.perf_counter() - t0, 2),
+        **adaptive,
         "stop_reasons": dg.MetadataValue.md(markdown_table(
             df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
     })

@@ -8,6 +8,7 @@ already made. Keys and values never contain API keys.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import sqlite3
@@ -16,10 +17,49 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+
+_ORJSON_SAFE = (str, int, bool, type(None))  # types whose orjson output equals json.dumps(ensure_ascii=False)
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _plain_messages(messages: list) -> bool:
+    for m in messages:
+        if type(m) is not dict:
+            return False
+        for v in m.values():
+            if type(v) is not str:
+                return False
+    return True
+
 
 def request_key(request: dict[str, Any]) -> str:
-    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """SHA-256 of the request as compact, key-sorted JSON (``json.dumps(..., sort_keys=True)``).
+
+    Strings, ints, booleans, None and lists of string-only dicts (the messages, the long
+    part) are encoded with orjson, whose output for them is byte-identical to
+    ``json.dumps(ensure_ascii=False)`` (checked for every code point): the same keys as
+    before, at a fraction of the CPU. Floats and anything nested go through ``json``.
+    """
+    parts = [b"{"]
+    for name in sorted(request):
+        value = request[name]
+        if len(parts) > 1:
+            parts.append(b",")
+        parts.append(orjson.dumps(name) + b":" if type(name) is str else _canonical(name) + b":")
+        try:
+            if type(value) in _ORJSON_SAFE or (type(value) is list and _plain_messages(value)):
+                parts.append(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+                continue
+        except (TypeError, orjson.JSONEncodeError):  # lone surrogates, ints beyond 64 bits
+            pass
+        parts.append(_canonical(value))
+    parts.append(b"}")
+    return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
 class CallCache:
@@ -27,6 +67,9 @@ class CallCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple] = {}
+        self._flush_loop: asyncio.AbstractEventLoop | None = None
         with self._conn() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, response TEXT, created REAL)"
@@ -42,14 +85,49 @@ class CallCache:
         return conn
 
     def get(self, key: str) -> dict[str, Any] | None:
+        pending = self._pending.get(key)
+        if pending is not None:
+            return orjson.loads(pending[2])
         row = self._conn().execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, model: str, response: dict[str, Any]) -> None:
-        self._conn().execute(
-            "INSERT OR REPLACE INTO calls (key, model, response, created) VALUES (?, ?, ?, ?)",
-            (key, model, json.dumps(response), time.time()),
-        )
+        """Store a call. Inside an event loop, the writes of one loop iteration share one transaction
+        (flushed by a ``call_soon`` callback, so before ``asyncio.run`` returns): a commit per call
+        costs ~40 us of the event loop's time. Outside a loop the row is written at once."""
+        row = (key, model, orjson.dumps(response).decode(), time.time())
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self._lock:
+            self._pending[key] = row
+            # (re)schedule unless a flush is already due in this loop (a loop that ended before
+            # running it leaves its rows here: the next loop's flush writes them too)
+            schedule = loop is not None and self._flush_loop is not loop
+            if schedule:
+                self._flush_loop = loop
+        if loop is None:
+            self.flush()
+        elif schedule:
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write every pending row in one transaction."""
+        with self._lock:
+            rows, self._pending, self._flush_loop = list(self._pending.values()), {}, None
+        if not rows:
+            return
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("INSERT OR REPLACE INTO calls (key, model, response, created) VALUES (?, ?, ?, ?)",
+                             rows)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def __len__(self) -> int:
+        self.flush()
         return self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0]

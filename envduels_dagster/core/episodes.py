@@ -60,8 +60,9 @@ async def play_episode(gateway, solver: str, env: EnvironmentSpec, seed: int, co
                 if remaining is not None and remaining <= 0:
                     raise LLMError("budget_exhausted", f"episode budget of {budget_s:g} s used up")
                 try:
-                    reply = await asyncio.wait_for(gateway.chat(solver, messages, seed=seed), remaining)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(remaining):  # no extra task per call, unlike wait_for
+                        reply = await gateway.chat(solver, messages, seed=seed)
+                except TimeoutError:
                     raise LLMError("budget_exhausted", f"episode budget of {budget_s:g} s used up") from None
                 rec.model_calls += 1
                 rec.retries += len(reply.retried_errors)
