@@ -27,6 +27,23 @@ class MalformedBody(Exception):
     pass
 
 
+def parse_completion(status: int, retry_after: str | None, raw: bytes) -> tuple[str, int, int]:
+    """(text, prompt_tokens, completion_tokens) from a chat-completions response, or the error it means."""
+    if status != 200:
+        try:
+            wait = float(retry_after) if retry_after is not None else None
+        except ValueError:
+            wait = None
+        raise HTTPStatusError(status, raw[:300].decode(errors="replace"), wait)
+    try:
+        data = orjson.loads(raw)
+        text = data["choices"][0]["message"]["content"]
+        usage = data["usage"]
+        return text, int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise MalformedBody(f"unreadable completion body: {type(exc).__name__}") from None
+
+
 class FastClient:
     """One aiohttp session (connection pool) for the event loop it was first used in.
 
@@ -63,20 +80,8 @@ class FastClient:
         async with asyncio.timeout(timeout_s):
             async with session.post(url, data=orjson.dumps(body), headers=headers) as resp:
                 raw = await resp.read()
-                if resp.status != 200:
-                    retry_after = resp.headers.get("Retry-After")
-                    try:
-                        wait = float(retry_after) if retry_after is not None else None
-                    except ValueError:
-                        wait = None
-                    raise HTTPStatusError(resp.status, raw[:300].decode(errors="replace"), wait)
-        try:
-            data = orjson.loads(raw)
-            text = data["choices"][0]["message"]["content"]
-            usage = data["usage"]
-            return text, int(usage["prompt_tokens"]), int(usage["completion_tokens"])
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise MalformedBody(f"unreadable completion body: {type(exc).__name__}") from None
+                status, retry_after = resp.status, resp.headers.get("Retry-After")
+        return parse_completion(status, retry_after, raw)
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -237,20 +242,7 @@ class H1Client(FastClient):
                 raw = zlib.decompress(raw, 47)  # gzip or zlib header, detected
             except zlib.error:
                 raise MalformedBody("undecodable compressed body") from None
-        if status != 200:
-            retry_after = headers.get("retry-after")
-            try:
-                wait = float(retry_after) if retry_after is not None else None
-            except ValueError:
-                wait = None
-            raise HTTPStatusError(status, raw[:300].decode(errors="replace"), wait)
-        try:
-            data = orjson.loads(raw)
-            text = data["choices"][0]["message"]["content"]
-            usage = data["usage"]
-            return text, int(usage["prompt_tokens"]), int(usage["completion_tokens"])
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise MalformedBody(f"unreadable completion body: {type(exc).__name__}") from None
+        return parse_completion(status, headers.get("retry-after"), raw)
 
     async def aclose(self) -> None:
         for conns in self._idle.values():
