@@ -605,8 +605,12 @@ def test_writing_outside_the_working_directory(world, gateway, tmp_path):
     raise RuntimeError(" ".join(results))
     """
     error = played(gateway, game(step=body))
-    assert error == ("crash: step() raised RuntimeError: FileNotFoundError PermissionError PermissionError "
-                     "PermissionError OSError")  # OSError: EROFS, the host is read-only in the sandbox
+    prefix = "crash: step() raised RuntimeError: "
+    assert error.startswith(prefix)
+    results = error[len(prefix):].split()
+    assert results[:4] == ["FileNotFoundError", "PermissionError", "PermissionError", "PermissionError"]
+    # The repository is read-only (EROFS -> OSError), or hidden when it lives under /tmp (FileNotFoundError).
+    assert results[4] in ("OSError", "FileNotFoundError")
     for target in targets:
         assert not target.exists(), f"the environment created {target}"
 
@@ -835,8 +839,10 @@ def test_bwrap_layer_hides_host_files_and_processes(world):
     raise RuntimeError(f"{{' '.join(results)}} pids={{pids}}")
     """
     reason = rejected(game(reset=body), BWRAP)
-    assert reason == ("crash during reset(seed=0): reset() raised RuntimeError: "
-                      "FileNotFoundError FileNotFoundError IsADirectoryError pids=[1, 2]")
+    prefix = "crash during reset(seed=0): reset() raised RuntimeError: FileNotFoundError FileNotFoundError "
+    assert reason.startswith(prefix) and reason.endswith(" pids=[1, 2]")
+    # /work is bound read-only when the repository lives there (a directory), absent otherwise.
+    assert reason[len(prefix):-len(" pids=[1, 2]")] in ("IsADirectoryError", "FileNotFoundError")
 
 
 @needs_bwrap
