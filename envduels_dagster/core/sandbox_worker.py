@@ -365,18 +365,7 @@ class Host:
     def _fresh(self):
         if self.cls is None:
             raise ProtocolViolation("no environment loaded")
-        try:
-            return self.cls(max_turns=self.max_turns)
-        except MemoryError:
-            raise
-        except RecursionError as exc:
-            raise _EnvCrash(f"constructor exceeded the recursion limit: {exc}")
-        except OSError as exc:
-            if exc.errno in _LIMIT_ERRNOS:
-                raise _LimitHit(f"{_LIMIT_ERRNOS[exc.errno]} exceeded in the constructor: {exc}")
-            raise _EnvCrash(f"constructor raised {type(exc).__name__}: {exc}")
-        except BaseException as exc:  # noqa: BLE001
-            raise _EnvCrash(f"constructor raised {type(exc).__name__}: {exc}")
+        return _call(self.cls, max_turns=self.max_turns, _where="constructor")
 
     def reset(self, msg):
         self.env = self._fresh()
@@ -450,8 +439,9 @@ def _shape(value):
     return f"a {type(value).__name__}"
 
 
-def _call(fn, *args, **kwargs):
-    where = f"{getattr(fn, '__name__', 'call')}()"
+def _call(fn, *args, _where=None, **kwargs):
+    """Call environment code, turning whatever it raises into a classified failure."""
+    where = _where or f"{getattr(fn, '__name__', 'call')}()"
     try:
         return fn(*args, **kwargs)
     except (MemoryError, ProtocolViolation):
