@@ -1,0 +1,75 @@
+"""The dbt project of the marts (``dbt_project/``) as a ``DbtProject``, and nothing else.
+
+Why a module of its own: ``dagster-dbt project prepare-and-package --file`` imports the file
+that defines the project; keeping it this small lets ``make install`` and the demo prepare
+the manifest without loading the whole code location. ``prepare_if_dev`` re-parses only
+under ``dagster dev`` (so the UI follows edits to the SQL); everywhere else the manifest is
+prepared explicitly and loading the definitions never runs dbt.
+"""
+
+from functools import cache
+from pathlib import Path
+
+from dagster_dbt import DbtProject
+
+DBT_PROJECT_DIR = Path(__file__).resolve().parents[3] / "dbt_project"
+
+
+@cache
+def marts_project() -> DbtProject:
+    project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
+    project.prepare_if_dev()
+    return project
+
+
+_PROJECT_INPUTS = ("dbt_project.yml", "profiles.yml", "models", "tests", "macros")
+
+
+def _newest_input_mtime(project_dir: Path) -> float:
+    newest = 0.0
+    for name in _PROJECT_INPUTS:
+        path = project_dir / name
+        if path.is_file():
+            newest = max(newest, path.stat().st_mtime)
+        elif path.is_dir():
+            newest = max([newest, *(p.stat().st_mtime for p in path.rglob("*") if p.is_file())])
+    return newest
+
+
+def manifest_is_current(project: DbtProject | None = None) -> bool:
+    project = project or marts_project()
+    manifest = project.manifest_path
+    return manifest.exists() and manifest.stat().st_mtime >= _newest_input_mtime(Path(project.project_dir))
+
+
+def prepare_manifest(force: bool = False) -> Path:
+    """Write the project's ``target/manifest.json`` with ``dbt parse`` unless it is present and current.
+
+    Called explicitly by the demo and the tests (``make install`` runs ``dbt parse`` itself); loading
+    the definitions never calls it. The new manifest is swapped in atomically, so a concurrent loader
+    never reads half a file. Offline, ~5-10 s.
+    """
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from envduels_dagster.assets.marts.dbt_cli import offline_dbt_executable
+
+    project = marts_project()
+    manifest = Path(project.manifest_path)
+    if not force and manifest_is_current(project):
+        return manifest
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    print(f"envduels: preparing the dbt manifest ({manifest}) with `dbt parse`...", file=sys.stderr, flush=True)
+    project_dir = str(project.project_dir)
+    env = {**os.environ, "DBT_PROFILES_DIR": project_dir, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+           "DBT_LOG_PATH": str(Path(project_dir) / "logs")}
+    with tempfile.TemporaryDirectory(dir=manifest.parent, prefix="parse-") as tmp:
+        proc = subprocess.run([offline_dbt_executable(), "parse", "--project-dir", project_dir,
+                               "--profiles-dir", project_dir, "--target-path", tmp],
+                              cwd=project_dir, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"`dbt parse` failed in {project_dir}:\n{proc.stdout}\n{proc.stderr}")
+        os.replace(Path(tmp) / "manifest.json", manifest)
+    return manifest
