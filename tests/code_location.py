@@ -1,5 +1,8 @@
 """A plain-data description of the code location, for the snapshot test (``test_code_location.py``).
 
+Run as a script it prints that description as JSON (``python tests/code_location.py``); with
+``--update`` it rewrites the committed snapshot (``make snapshot``).
+
 Why a description and not a pickle: a refactor should show, in a reviewable diff of
 ``tests/snapshots/code_location.json``, exactly which asset, check, job, sensor or schedule
 moved or changed. Update it with ``make snapshot`` after an intended change.
@@ -18,13 +21,15 @@ def _partitions(pd) -> object:
 
 
 def _condition(cond) -> str | None:
-    return None if cond is None else cond.get_label() or type(cond).__name__ if hasattr(cond, "get_label") \
-        else str(cond)
+    """An automation condition as nested operator names, e.g. ``eager: AND(in_latest_time_window, SINCE(...))``."""
+    if cond is None:
+        return None
+    children = list(getattr(cond, "children", []) or [])
+    inner = f"{cond.name}({', '.join(_condition(c) for c in children)})" if children else cond.name
+    return f"{cond.get_label()}: {inner}" if cond.get_label() else inner
 
 
 def describe(defs) -> dict:
-    import dagster as dg
-
     graph = defs.resolve_asset_graph()
     assets = {}
     for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
@@ -52,4 +57,28 @@ def describe(defs) -> dict:
     schedules = {s.name: {"cron": s.cron_schedule, "job": s.job_name, "status": str(s.default_status)}
                  for s in repo.schedule_defs}
     return {"assets": assets, "asset_checks": checks, "jobs": jobs, "sensors": sensors, "schedules": schedules,
-            "resources": sorted(repo.get_top_level_resources()), "dagster": dg.__version__}
+            "resources": sorted(repo.get_top_level_resources())}
+
+
+SNAPSHOT = __import__("pathlib").Path(__file__).with_name("snapshots") / "code_location.json"
+
+
+def current() -> str:
+    """The description of ``envduels_dagster.definitions.defs`` as stable JSON text."""
+    import json
+
+    from envduels_dagster.definitions import defs
+
+    return json.dumps(describe(defs()), indent=1, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    text = current()
+    if "--update" in sys.argv:
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(text)
+        print(f"wrote {SNAPSHOT}")
+    else:
+        print(text, end="")
