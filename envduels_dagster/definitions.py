@@ -28,6 +28,7 @@ EXECUTOR = dg.multiprocess_executor.configured({
 
 def build_resources(**overrides: object) -> dict[str, object]:
     """Resources for runs; their paths default to ENVDUELS_REGISTRY / ENVDUELS_HOME, read at run time."""
+    from envduels_dagster.assets.marts.dbt import dbt_resource
     from envduels_dagster.resources import DuelSettings, SandboxResource
     from envduels_dagster.resources.paths import HomeGatewayResource, WarehouseResource
 
@@ -36,6 +37,7 @@ def build_resources(**overrides: object) -> dict[str, object]:
         "sandbox": SandboxResource(),
         "settings": DuelSettings(),
         "warehouse": WarehouseResource(),
+        "dbt": dbt_resource(),
     }
     resources.update(overrides)
     return resources

@@ -9,10 +9,12 @@ working when an asset is reimplemented (e.g. ``pair_lift`` moving to dbt).
 from __future__ import annotations
 
 import warnings
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 import dagster as dg
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from envduels_dagster.core.protocol import Condition, EpisodeStatus, StopReason
 

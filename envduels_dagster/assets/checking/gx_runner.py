@@ -18,10 +18,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import dagster as dg
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SAMPLE_SIZE = 5  # unexpected values kept per failing expectation
 _LOCK = threading.RLock()
@@ -197,6 +199,8 @@ def _run(batch, name: str, rules: list[Rule], ids: list[int], result_format: dic
 
 
 def _mask(df: pd.DataFrame, where: tuple) -> pd.Series:
+    import pandas as pd
+
     mask = pd.Series(True, index=df.index)
     for column, op, value in where:
         col = df[column]

@@ -10,7 +10,6 @@ marked as such here; that they are never counted in a statistic is checked on
 
 
 import dagster as dg
-import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.checking.catalog import (CONDITIONS, INCOMPLETE_STOP_REASONS, STATUSES, STOP_REASONS, Catalog,
@@ -39,6 +38,8 @@ NAMES = list(CHECKS)
 
 
 def load_frames(conn, author: str, solver: str, round_: int = 0) -> list[Frame]:
+    import pandas as pd
+
     cat = Catalog(conn)
     table = cat.table("episodes")
     if table is None:

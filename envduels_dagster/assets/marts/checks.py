@@ -13,7 +13,6 @@ matched-seed difference, DESIGN §6) per pair, and compares them with the mart.
 
 
 import dagster as dg
-import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.checking.catalog import (Catalog, MissingTable, load_or_error, missing_table_message, query,
@@ -40,6 +39,8 @@ WARN = frozenset({"every_model_present", "sample_size_minimum"})
 
 
 def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
+    import pandas as pd
+
     cat = Catalog(conn)
     table = cat.table("pair_lift")
     if table is None:

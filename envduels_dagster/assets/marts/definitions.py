@@ -8,7 +8,7 @@ from envduels_dagster.assets.marts.checks import pair_lift_checks
 
 
 def defs() -> dg.Definitions:
-    from envduels_dagster.assets.marts.dbt import build_dbt_marts, dbt_resource  # dagster-dbt: imported on demand
+    from envduels_dagster.assets.marts.dbt import build_dbt_marts  # dagster-dbt (and dbt-core): imported on demand
 
-    return dg.Definitions(assets=[build_dbt_marts(), rankings, design_convergence], asset_checks=[pair_lift_checks],
-                          resources={"dbt": dbt_resource()})
+    # The `dbt` resource is one of the root's shared resources (definitions.build_resources).
+    return dg.Definitions(assets=[build_dbt_marts(), rankings, design_convergence], asset_checks=[pair_lift_checks])

@@ -1,10 +1,12 @@
-"""The dbt project of the marts (``dbt_project/``) as a ``DbtProject``, and nothing else.
+"""The dbt project of the marts (``dbt_project/``) as a ``DbtProject``, and how its manifest is prepared.
 
 Why a module of its own: ``dagster-dbt project prepare-and-package --file`` imports the file
-that defines the project; keeping it this small lets ``make install`` and the demo prepare
-the manifest without loading the whole code location. ``prepare_if_dev`` re-parses only
-under ``dagster dev`` (so the UI follows edits to the SQL); everywhere else the manifest is
-prepared explicitly and loading the definitions never runs dbt.
+that defines the project; keeping it small lets ``make install`` and the demo prepare the
+manifest without loading the whole code location. ``prepare_if_dev`` re-parses only under
+``dagster dev`` (so the UI follows edits to the SQL), and only when a project file is newer
+than the manifest: run workers of ``dagster dev`` inherit its flag and load the definitions
+too, and a ``dbt parse`` costs 5-10 s. Everywhere else the manifest is prepared explicitly
+(:func:`prepare_manifest`) and loading the definitions never runs dbt.
 """
 
 from functools import cache
@@ -18,7 +20,8 @@ DBT_PROJECT_DIR = Path(__file__).resolve().parents[3] / "dbt_project"
 @cache
 def marts_project() -> DbtProject:
     project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
-    project.prepare_if_dev()
+    if not manifest_is_current(project):
+        project.prepare_if_dev()
     return project
 
 

@@ -3,7 +3,6 @@
 import re
 
 import dagster as dg
-import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.checking.catalog import Catalog, MissingTable, load_or_error, missing_table_message, query, spec
@@ -31,6 +30,8 @@ def _redact_non_name(value):
 
 
 def load_frames(conn, file_models: list[dict]) -> list[Frame]:
+    import pandas as pd
+
     cat = Catalog(conn)
     table = cat.table("model_registry")
     if table is None:
