@@ -1,8 +1,11 @@
 """The dbt marts as Dagster assets: each dbt model an asset, each dbt test an asset check.
 
 Why this shape: dagster-dbt builds the assets from the manifest of :func:`marts_project`;
-nothing here runs at import time (the whole module is imported only when the marts area's
-``defs()`` is called, because dagster-dbt imports dbt-core, ~1.5 s). The dbt subprocess
+nothing here runs at import time, and this module is imported only when the marts area's
+``defs()`` is called. dbt-core stays out of this process (``project.import_dagster_dbt``):
+dbt runs as the ``envduels-dbt`` executable, and :class:`MartsDbtCliResource` skips the
+in-process dbt adapter, which dagster-dbt builds only to fetch column metadata (we fetch
+none) and which would need dbt-core here. The dbt subprocess
 writes the same DuckDB file as the ``warehouse`` resource: the asset passes its path in
 ``ENVDUELS_WAREHOUSE`` (read by ``dbt_project/profiles.yml``) through the invocation's own
 environment. dbt holds the file's write lock for the whole build, so do not run it
@@ -15,20 +18,35 @@ import tempfile
 from pathlib import Path
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.marts.dbt_cli import offline_dbt_executable
-from envduels_dagster.assets.marts.project import marts_project
+from envduels_dagster.assets.marts.project import import_dagster_dbt, marts_project
 from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS
 from envduels_dagster.resources.paths import warehouse_file
+
+
+_dagster_dbt = import_dagster_dbt()
+DagsterDbtTranslator, DbtCliResource, dbt_assets = (_dagster_dbt.DagsterDbtTranslator, _dagster_dbt.DbtCliResource,
+                                                    _dagster_dbt.dbt_assets)
+
+
+class MartsDbtCliResource(DbtCliResource):
+    """``DbtCliResource`` without the in-process dbt adapter (dbt-core is not imported here, see above).
+
+    The one dagster-dbt internal we override: without it every ``dbt build`` would import
+    dbt-core into the step process only to fail building an adapter and log a traceback.
+    """
+
+    def _initialize_dbt_core_adapter(self, args):
+        return None
 
 
 def dbt_resource() -> DbtCliResource:
     """The ``dbt`` resource: this repository's dbt project, its in-project profiles.yml, dbt with offline --version."""
     project = marts_project()
-    return DbtCliResource(project_dir=project, profiles_dir=str(project.profiles_dir),
-                          dbt_executable=offline_dbt_executable())
+    return MartsDbtCliResource(project_dir=project, profiles_dir=str(project.profiles_dir),
+                               dbt_executable=offline_dbt_executable())
 
 
 class MartsTranslator(DagsterDbtTranslator):

@@ -9,10 +9,35 @@ too, and a ``dbt parse`` costs 5-10 s. Everywhere else the manifest is prepared 
 (:func:`prepare_manifest`) and loading the definitions never runs dbt.
 """
 
+import sys
 from functools import cache
 from pathlib import Path
 
-from dagster_dbt import DbtProject
+
+def import_dagster_dbt():
+    """dagster-dbt without dbt-core in this process: dbt runs only as the ``envduels-dbt`` executable.
+
+    Why: with dbt-core importable, dagster-dbt imports it (~1.3 s on every load of the code
+    location) and evaluates the asset selection with dbt's ``Manifest``, whose multiprocessing
+    lock starts a ``resource_tracker`` child process in every process that loads the definitions
+    (webserver, daemon, each step, pytest). dagster-dbt supports running without dbt-core in the
+    orchestrating process (the dbt Fusion setup): the selection is then read from the manifest.
+    Hiding ``dbt.version`` while dagster-dbt is first imported is how we choose that mode.
+    """
+    if "dagster_dbt" in sys.modules or "dbt.version" in sys.modules:
+        import dagster_dbt
+
+        return dagster_dbt
+    sys.modules["dbt.version"] = None  # type: ignore[assignment]  # `from dbt.version import ...` fails
+    try:
+        import dagster_dbt
+    finally:
+        if sys.modules.get("dbt.version", ...) is None:
+            del sys.modules["dbt.version"]
+    return dagster_dbt
+
+
+DbtProject = import_dagster_dbt().DbtProject
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[3] / "dbt_project"
 
