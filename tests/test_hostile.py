@@ -34,12 +34,11 @@ from pathlib import Path
 
 import pytest
 
-from envduels_dagster.core import sandbox as sandbox_module
 from envduels_dagster.core.episodes import play_episode
 from envduels_dagster.core.gateway import Gateway
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.registry import load_registry
-from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits, fork_server_pid
+from envduels_dagster.core.sandbox import UID_BASE, UID_SPAN, SandboxedEnv, SandboxError, SandboxLimits, fork_server_pid
 from envduels_dagster.core.validation import validate_environment
 
 pytestmark = pytest.mark.skipif(
@@ -54,7 +53,7 @@ ROOMY = SandboxLimits(step_timeout_s=15.0, load_timeout_s=10.0, cpu_seconds=10, 
 CANARY = "canary-" + os.urandom(12).hex()
 FAKE_WIN = ('{"ok": true, "observation": "You win!", "reward": 1.0, "terminated": true, '
             '"truncated": false, "info": {}}')
-SANDBOX_UIDS = range(sandbox_module._UID_BASE, sandbox_module._UID_BASE + sandbox_module._UID_SPAN)
+SANDBOX_UIDS = range(UID_BASE, UID_BASE + UID_SPAN)
 
 TEMPLATE = '''
 __PRELUDE__

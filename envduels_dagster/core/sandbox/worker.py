@@ -1,6 +1,6 @@
 """Worker that runs untrusted environment code. Executed as a script, never imported by the parent.
 
-Two ways to start (see sandbox.py and docs/THREAT-MODEL.md):
+Two ways to start (see the package's launchers and docs/THREAT-MODEL.md):
 
 * ``python -I -S -B sandbox_worker.py`` -- one fresh interpreter per environment. The
   request pipe is stdin, the reply pipe stdout.
@@ -18,7 +18,9 @@ directory), a throwaway uid with no groups, no_new_privs, resource limits (no ch
 processes or threads), a seccomp filter against the kernel's riskiest system calls, and
 stdio detached from the protocol pipes. Only the standard library may be used here.
 Protocol: one JSON object per line in both directions; every reply echoes the request's
-``id`` (the parent drops the channel on a reply that does not).
+``id`` (the parent drops the channel on a reply that does not). The first request is the
+start configuration: the confinement to apply and every limit this script enforces
+(``limits.worker_config`` on the parent's side), so no limit is restated here.
 """
 
 import errno
@@ -300,9 +302,6 @@ def _check_obs(obs, where, cfg):
     return _check_text(obs, f"the observation from {where}", cfg["max_observation_chars"])
 
 
-MAX_INFO_DEPTH = 32
-
-
 def _depth(value, limit):
     """Nesting depth of a JSON value, iteratively (no recursion on hostile input)."""
     stack, deepest = [(value, 1)], 0
@@ -316,7 +315,7 @@ def _depth(value, limit):
     return deepest
 
 
-def _check_info(info, where):
+def _check_info(info, where, cfg):
     if not isinstance(info, dict):
         raise ProtocolViolation(f"{where} returned a {type(info).__name__} info; expected dict")
     try:
@@ -325,8 +324,9 @@ def _check_info(info, where):
         raise ProtocolViolation(f"{where} returned an info dict nested too deeply") from None
     except (TypeError, ValueError) as exc:
         raise ProtocolViolation(f"{where} returned an info dict that cannot be serialised: {exc}") from None
-    if _depth(clean, MAX_INFO_DEPTH) > MAX_INFO_DEPTH:
-        raise ProtocolViolation(f"{where} returned an info dict nested deeper than {MAX_INFO_DEPTH} levels")
+    limit = cfg["max_info_depth"]
+    if _depth(clean, limit) > limit:
+        raise ProtocolViolation(f"{where} returned an info dict nested deeper than {limit} levels")
     return clean
 
 
@@ -374,7 +374,7 @@ class Host:
             raise ProtocolViolation(f"reset() must return (observation, info); got {_shape(out)}")
         obs, info = out
         obs = _check_obs(obs, "reset()", self.cfg)
-        return {"ok": True, "observation": obs, "info": _check_info(info, "reset()")}
+        return {"ok": True, "observation": obs, "info": _check_info(info, "reset()", self.cfg)}
 
     def step(self, msg):
         if self.env is None:
@@ -403,7 +403,7 @@ class Host:
             "reward": reward,
             "terminated": terminated,
             "truncated": truncated,
-            "info": _check_info(info, "step()"),
+            "info": _check_info(info, "step()", self.cfg),
         }
 
     def reference(self, msg):
@@ -414,8 +414,9 @@ class Host:
         actions = _call(fn, msg["seed"])
         if not isinstance(actions, (list, tuple)) or not all(isinstance(a, str) for a in actions):
             raise ProtocolViolation("reference_actions() must return a list of strings")
-        if len(actions) > 10_000:
-            raise ProtocolViolation("reference_actions() returned more than 10000 actions")
+        most = self.cfg["max_reference_actions"]
+        if len(actions) > most:
+            raise ProtocolViolation(f"reference_actions() returned more than {most} actions")
         limit = self.cfg["max_observation_chars"]
         return {"ok": True, "actions": [_check_text(a, "a reference action", limit) for a in actions]}
 
@@ -456,13 +457,10 @@ def _call(fn, *args, _where=None, **kwargs):
         raise _EnvCrash(f"{where} raised {type(exc).__name__}: {exc}")
 
 
-MAX_MESSAGE_CHARS = 2000
-
-
-def _message(text):
+def _message(text, limit):
     text = str(text)
-    if len(text) > MAX_MESSAGE_CHARS:
-        text = text[:MAX_MESSAGE_CHARS] + f"... [{len(text) - MAX_MESSAGE_CHARS} more chars]"
+    if len(text) > limit:
+        text = text[:limit] + f"... [{len(text) - limit} more chars]"
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
@@ -513,13 +511,13 @@ def serve(forked=False):
         except BaseException as exc:  # noqa: BLE001 - hostile objects (a __float__ that raises, ...)
             reply = {"ok": False, "kind": "crash", "message": f"{op}() result misbehaved: {type(exc).__name__}: {exc}"}
         if not reply.get("ok"):
-            reply["message"] = _message(reply["message"])
+            reply["message"] = _message(reply["message"], cfg["max_message_chars"])
         reply["id"] = msg.get("id")
         try:
             send(reply)
         except (TypeError, ValueError) as exc:
             send({"id": msg.get("id"), "ok": False, "kind": "protocol_violation",
-                  "message": _message(f"result cannot be serialised: {exc}")})
+                  "message": _message(f"result cannot be serialised: {exc}", cfg["max_message_chars"])})
 
 
 # --------------------------------------------------------------------------- fork server
