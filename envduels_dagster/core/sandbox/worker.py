@@ -64,16 +64,26 @@ SECCOMP_DENY_X86_64 = {
     "alarm": 37, "setitimer": 38, "timer_create": 222,
 }
 
-# Imported before privileges drop: the unprivileged uid may not be able to read the
-# interpreter's library directory, so environments get this curated standard library.
-# Without the fork server every module here is paid for at each worker start; with it,
-# once per orchestrator process. statistics and fractions (which pull in decimal) are
-# left out because text games rarely need them and no simulated family uses them.
+# Imported before privileges drop, for speed: without the fork server every module here
+# is paid for at each worker start; with it, once per orchestrator process. Every other
+# standard-library module is imported on demand from STDLIB_VIEW (below).
 PRELOADED_MODULES = (
-    "bisect", "collections", "copy", "dataclasses", "enum", "functools", "hashlib",
-    "heapq", "itertools", "json", "math", "operator", "random", "re", "string",
+    "__future__", "abc", "bisect", "collections", "copy", "dataclasses", "enum", "functools",
+    "hashlib", "heapq", "itertools", "json", "math", "operator", "random", "re", "string",
     "textwrap", "typing",
 )
+
+# The throwaway uid cannot read the interpreter's library directory when it lives in a
+# private place (here: /root/.pyenv, /root is 0700), and environments written as models
+# write them import statistics, fractions, __future__... (issue 21). In the worker's own
+# mount namespace, the library directory alone is bound read-only here -- inside the
+# worker's private, root-owned /tmp -- with site-packages covered by an empty tmpfs, and
+# sys.path points at it. Nothing else of the host becomes readable.
+STDLIB_VIEW = "/tmp/.envduels-python-stdlib"
+
+# The module environment code runs as (registered in sys.modules, as published consumers
+# of EnvDuels exports load it): dataclasses and typing.get_type_hints look it up there.
+ENV_MODULE = "envduels_env"
 
 # What confine() itself needs after the privilege drop.
 CONFINE_MODULES = ("ctypes", "platform", "struct", "_thread")
@@ -160,6 +170,43 @@ def _isolate_filesystem(workdir, uid, tmpfs_mb):
     return failed
 
 
+def _stdlib_dir():
+    import json as some_pure_package
+
+    return os.path.dirname(os.path.dirname(some_pure_package.__file__))
+
+
+def _readable_by_anyone(path):
+    """Whether a uid with no relation to the owner can list ``path`` and reach it."""
+    import stat
+
+    path = os.path.realpath(path)
+    if os.stat(path).st_mode & (stat.S_IROTH | stat.S_IXOTH) != (stat.S_IROTH | stat.S_IXOTH):
+        return False
+    parent = os.path.dirname(path)
+    while True:
+        if not os.stat(parent).st_mode & stat.S_IXOTH:
+            return False
+        if parent == "/":
+            return True
+        parent = os.path.dirname(parent)
+
+
+def _mount_stdlib_view(lib):
+    """Bind the standard library (only) read-only at STDLIB_VIEW and import from there."""
+    import importlib
+
+    os.mkdir(STDLIB_VIEW, 0o755)
+    _mount(lib, STDLIB_VIEW, None, MS_BIND)
+    _mount(None, STDLIB_VIEW, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    site = os.path.join(STDLIB_VIEW, "site-packages")
+    if os.path.isdir(site):  # third-party packages of the base interpreter stay out of reach
+        _mount("tmpfs", site, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
+    sys.path[:] = [STDLIB_VIEW + p[len(lib):] if p == lib or p.startswith(lib + os.sep) else p for p in sys.path]
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+
+
 def _install_seccomp():
     import ctypes
     import struct
@@ -231,6 +278,15 @@ def confine(cfg, forked=False):
             except OSError as exc:
                 applied["filesystem_isolated"] = False
                 applied["filesystem_error"] = str(exc)
+    applied["stdlib"] = "host"  # the worker's own uid reads the library where it is
+    if uid is not None and not _readable_by_anyone(_stdlib_dir()):
+        applied["stdlib"] = "preloaded"  # only PRELOADED_MODULES, unless the view below works
+        if applied["filesystem_isolated"] and not wrapped:
+            try:
+                _mount_stdlib_view(_stdlib_dir())
+                applied["stdlib"] = "view"
+            except OSError as exc:
+                applied["stdlib_error"] = str(exc)
     try:
         os.chdir(cfg["workdir"])
     except OSError as exc:  # e.g. a mount namespace set up halfway: the parent refuses to go on
@@ -344,7 +400,11 @@ class Host:
         self.max_turns = None
 
     def load(self, msg):
-        namespace = {"__name__": "envduels_env"}
+        import types
+
+        module = types.ModuleType(ENV_MODULE)
+        sys.modules[ENV_MODULE] = module
+        namespace = module.__dict__
         try:
             code = compile(msg["source"], "<environment>", "exec")
             exec(code, namespace)
