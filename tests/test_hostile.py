@@ -482,6 +482,49 @@ def test_network_probe_positive_control(world):
     assert reason.endswith("tcp=CONNECTED udp=SENT")
 
 
+def test_host_reaching_standard_modules_load_but_stay_refused(world, tmp_path):
+    """The whole standard library is importable now (issue 21): subprocess, socket, urllib,
+    asyncio, threading, multiprocessing all load -- and the confinement, not a missing module,
+    refuses what they reach for. Nothing ran, nothing was created, the listener heard nobody."""
+    marker = tmp_path / "ran"
+    tmp_path.chmod(0o777)  # writable by the throwaway uid if the mount namespace failed it
+    with Listener() as lst:
+        body = f"""
+        import asyncio, concurrent.futures, multiprocessing, os, shutil, signal, socket, subprocess
+        import threading, urllib.request
+        results = []
+        def attempt(label, fn):
+            try:
+                results.append(f"{{label}}=DONE:{{fn()!r}}")
+            except BaseException as exc:
+                results.append(f"{{label}}={{type(exc).__name__}}")
+        attempt("subprocess", lambda: subprocess.run(["/bin/sh", "-c", "touch {marker}"]))
+        attempt("tcp", lambda: socket.create_connection(("127.0.0.1", {lst.port}), timeout=1))
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        attempt("udp", lambda: udp.sendto(b"x", ("127.0.0.1", {lst.udp_port})))
+        attempt("http", lambda: urllib.request.urlopen("http://127.0.0.1:{lst.port}/", timeout=1))
+        attempt("asyncio", lambda: asyncio.run(asyncio.open_connection("127.0.0.1", {lst.port})))
+        attempt("thread", lambda: threading.Thread(target=print).start())
+        attempt("process", lambda: multiprocessing.Process(target=print).start())
+        attempt("pool", lambda: concurrent.futures.ThreadPoolExecutor(1).submit(print).result())
+        attempt("system", lambda: os.waitstatus_to_exitcode(os.system("touch {marker}")))
+        attempt("popen", lambda: os.popen("touch {marker}").read())
+        attempt("setuid", lambda: os.setuid(0))
+        attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
+        attempt("rmtree", lambda: shutil.rmtree("{Path(__file__).resolve().parent}"))
+        raise RuntimeError(" ".join(results))
+        """
+        reason = rejected(game(reset=body))
+        assert lst.contacts() == 0, "the sandboxed environment reached the orchestrator's listener"
+    # glibc's system() reports a shell it could not start as exit status 127: no process was made.
+    assert reason == ("crash during reset(seed=0): reset() raised RuntimeError: subprocess=BlockingIOError "
+                      "tcp=OSError udp=OSError http=URLError asyncio=OSError thread=RuntimeError "
+                      "process=BlockingIOError pool=RuntimeError system=DONE:127 popen=BlockingIOError "
+                      "setuid=PermissionError kill_parent=PermissionError rmtree=OSError")
+    assert not marker.exists(), "a process started by environment code ran"
+    assert Path(__file__).exists(), "the tests directory was removed"
+
+
 # --------------------------------------------------------------------------- secrets and files
 
 

@@ -202,7 +202,15 @@ def _mount_stdlib_view(lib):
     site = os.path.join(STDLIB_VIEW, "site-packages")
     if os.path.isdir(site):  # third-party packages of the base interpreter stay out of reach
         _mount("tmpfs", site, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
-    sys.path[:] = [STDLIB_VIEW + p[len(lib):] if p == lib or p.startswith(lib + os.sep) else p for p in sys.path]
+    moved = lambda p: STDLIB_VIEW + p[len(lib):] if p == lib or p.startswith(lib + os.sep) else p  # noqa: E731
+    sys.path[:] = [moved(p) for p in sys.path]
+    # Packages imported already look for their submodules along their own __path__
+    # (measured: socket.create_connection failed with "unknown encoding: idna" because
+    # the encodings package still searched the unreadable original directory).
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__path__", None)
+        if isinstance(path, list):
+            path[:] = [moved(p) for p in path]
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
 
