@@ -2,9 +2,9 @@
 
 Two ways to start (see the package's launchers and docs/THREAT-MODEL.md):
 
-* ``python -I -S -B sandbox_worker.py`` -- one fresh interpreter per environment. The
+* ``python -I -S -B worker.py`` -- one fresh interpreter per environment. The
   request pipe is stdin, the reply pipe stdout.
-* ``python -I -S -B sandbox_worker.py --fork-server FD`` -- a long-lived template
+* ``python -I -S -B worker.py --fork-server FD`` -- a long-lived template
   ("zygote") that preloads the interpreter once and forks one child per environment.
   It never runs untrusted code and never sees environment source: the parent sends it
   only the child's pipe ends (SCM_RIGHTS over the unix socket FD); the child serves the
