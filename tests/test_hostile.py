@@ -845,6 +845,16 @@ def test_wrong_step_results_void_the_episode(world, gateway, step, error):
     assert played(gateway, game(step=step)) == error
 
 
+def test_control_characters_in_environment_messages_are_escaped(world):
+    """An exception text carrying ESC, CR and BEL (a terminal line rewrite forging a verdict)
+    reaches the reject reason -- and so a terminal -- only as visible escapes (issue 20)."""
+    forged = "\\x1b[2K\\r\\x07hostile: valid, winnability proven"
+    reason = rejected(game(reset=f"raise RuntimeError('oops{forged}')"))
+    assert reason == ("crash during reset(seed=0): reset() raised RuntimeError: "
+                      "oops\\x1b[2K\\x0d\\x07hostile: valid, winnability proven")
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in reason), repr(reason)
+
+
 def test_load_time_attacks_are_load_errors(world):
     """Module-level code runs at load: a hard exit there is a crash of the load."""
     reason = rejected(game(prelude="import os\nos._exit(3)"))

@@ -113,10 +113,16 @@ def check_ok(r: dict, lim: SandboxLimits) -> str | None:
     return None
 
 
+# C0 and C1 control characters and DEL: an environment's exception text reaches terminals
+# (envduels validate) and logs; ESC, BEL or CR in it could forge a "valid" line (issue 20).
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
+
+
 def clean_message(message: str) -> str:
+    """A worker's error message made safe to print: capped, valid UTF-8, control characters escaped."""
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + f"... [{len(message) - MAX_MESSAGE_CHARS} more chars]"
-    return message.encode("utf-8", "replace").decode("utf-8")
+    return message.encode("utf-8", "replace").decode("utf-8").translate(_CONTROLS)
 
 
 def judge(reply: dict, what: str, check: Check, limits: SandboxLimits) -> tuple[SandboxError | None, bool]:
