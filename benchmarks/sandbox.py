@@ -10,7 +10,8 @@ pipes. Modes: ``fork`` (the default: workers forked from the fork server; its ow
 one-time start is reported apart), ``exec`` (``SandboxLimits(fork_server=False)``: a
 fresh interpreter per worker) and ``bwrap`` (``SandboxLimits(wrapper="bwrap")``, when
 bubblewrap is installed); ``fork+stdlib`` is ``fork`` with a game that imports
-statistics and fractions (from the worker's view of the standard library). The baseline line is a bare ``python -I -S -B -c pass``.
+statistics and fractions (from the worker's view of the standard library).
+The baseline line is a bare ``python -I -S -B -c pass``.
 Goal (issue 2): start <= 50 ms, step <= 0.3 ms.
 """
 
