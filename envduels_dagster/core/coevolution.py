@@ -93,11 +93,25 @@ def build_digest_messages(parent: EnvironmentSpec, peer_episodes: pd.DataFrame, 
         round=round_, env_id=parent.env_id, source=parent.source, meta=meta_json, verdict=verdict,
         seeds=parent.benchmark_seeds, table=table, budget=budget,
         excerpts=failure_excerpts(peer_episodes, budget, forbidden_hints), slot=slot)
-    request = HardenRequest(slot=slot, round=round_, parent_env_id=parent.env_id, parent_meta=json.loads(meta_json),
-                            parent_valid=parent.valid, reject_reason=parent.reject_reason,
+    # The request says what the brief says, scrubbed the same way: no author learns another's hint
+    # from the data either (and an own hint equal to another author's reads as removed, as in the text).
+    request = HardenRequest(slot=slot, round=round_, parent_env_id=parent.env_id,
+                            parent_meta=_scrubbed_meta(meta, meta_json, forbidden_hints), parent_valid=parent.valid,
+                            reject_reason=scrub(parent.reject_reason, forbidden_hints) if parent.reject_reason else None,
                             seeds=tuple(parent.benchmark_seeds), peer_rates=tuple(peer_rates))
     return Prompt([{"role": "system", "content": AUTHOR_SYSTEM_PROMPT},
                    {"role": "user", "content": scrub(user, forbidden_hints)}], request)
+
+
+def _scrubbed_meta(meta: dict, meta_json: str, forbidden_hints: list[str]) -> dict:
+    """The metadata as the scrubbed brief shows it (a hint that spans JSON syntax: scrub value by value)."""
+    try:
+        shown = json.loads(scrub(meta_json, forbidden_hints))
+    except json.JSONDecodeError:
+        shown = None
+    if not isinstance(shown, dict):
+        shown = {k: scrub(v, forbidden_hints) if isinstance(v, str) else v for k, v in json.loads(meta_json).items()}
+    return shown
 
 
 def child_from_reply(parent: EnvironmentSpec, reply: str, round_: int, slot: int) -> tuple[EnvironmentSpec, bool]:

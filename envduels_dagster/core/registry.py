@@ -175,4 +175,6 @@ def load_registry(path: str | Path | None = None) -> Registry:
 
 def dump_entry(entry: ModelEntry) -> dict[str, Any]:
     """The entry as a flat row for tables (no secrets exist in an entry by design)."""
-    return {**entry.model_dump(), "provider": entry.provider, "simulated": entry.is_simulated}
+    # request_contract is a transport detail of serve-sim endpoints, not a column of model_registry
+    return {**entry.model_dump(exclude={"request_contract"}), "provider": entry.provider,
+            "simulated": entry.is_simulated}
