@@ -115,3 +115,27 @@ def test_importing_the_gateway_imports_no_backend():
             " or m.endswith(('litellm_backend', 'http_backend', 'fast_client'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_package_registers_a_provider_through_its_entry_point(tmp_path):
+    """A real distribution on the path (dist-info with entry_points.txt), found by importlib.metadata."""
+    dist = tmp_path / "echo_provider-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-provider\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[envduels_dagster.providers]\necho = echo_backend:EchoBackend\n")
+    (tmp_path / "echo_backend.py").write_text(
+        "from envduels_dagster.core.models.types import Completion\n"
+        "class EchoBackend:\n"
+        "    simulated = True\n"
+        "    def __init__(self, options): pass\n"
+        "    async def complete(self, entry, call):\n"
+        "        return Completion('echo: ' + call.messages[-1]['content'], 1, 1)\n"
+        "    async def aclose(self): pass\n")
+    (tmp_path / "models.yaml").write_text("models:\n  - {name: e, model: echo/any}\n")
+    code = ("import asyncio; from envduels_dagster.core.models import Gateway;"
+            "from envduels_dagster.core.registry import load_registry;"
+            f"g = Gateway(load_registry({str(tmp_path / 'models.yaml')!r}));"
+            "print(asyncio.run(g.chat('e', [{'role': 'user', 'content': 'hi'}])).text, g.registry.models[0].is_simulated)")
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).resolve().parents[1]}"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == "echo: hi True"
