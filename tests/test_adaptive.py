@@ -255,6 +255,7 @@ def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp
     model: openai/apprentice
     api_base: {server.base}
     client: litellm
+    request_contract: true
   - name: unreachable
     model: openai/apprentice
     api_base: http://127.0.0.1:9/v1
