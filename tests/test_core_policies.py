@@ -114,7 +114,7 @@ def test_pair_summary_counts_only_completed_episodes():
 def test_the_pair_switch_plays_fixed_or_adaptive_seeds_on_real_environments(sim_registry):
     from envduels_dagster.core.adaptive import AdaptivePolicy
     from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.gateway import Gateway
+    from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.registry import load_registry
 
     gateway = Gateway(load_registry(sim_registry(["journeyman", "oracle"])))

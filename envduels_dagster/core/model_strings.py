@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from envduels_dagster.core.registry import SIM_PREFIX
+from envduels_dagster.core.models.providers import is_simulated
 
 
 def sim_profile(model: str) -> str | None:
-    """``envduels-sim/expert`` -> ``expert``; None for any other model string."""
+    """``envduels-sim/expert`` -> ``expert`` (the name after a simulated provider's prefix); None otherwise."""
     model = str(model)
-    return model[len(SIM_PREFIX):] if model.startswith(SIM_PREFIX) else None
+    return model.split("/", 1)[1] if is_simulated(model) else None
 
 
 def sim_skill_ranks(models: Iterable[tuple[str, str]], rank_by_profile: Mapping[str, int]) -> dict[str, int]:

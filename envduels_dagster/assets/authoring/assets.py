@@ -26,7 +26,7 @@ def authored_environments(context: dg.AssetExecutionContext, gateway: GatewayRes
                           sandbox: SandboxResource, settings: DuelSettings,
                           warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.gateway import LLMError, run_and_close
+    from envduels_dagster.core.models import LLMError, run_and_close
     from envduels_dagster.core.registry import RegistryError
     from envduels_dagster.core.warehouse import environments_frame, replace_rows
 

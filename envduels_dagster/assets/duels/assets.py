@@ -51,7 +51,7 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
                     gateway: GatewayResource, sandbox: SandboxResource, settings: DuelSettings,
                     warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
-    from envduels_dagster.core.gateway import LLMError, run_and_close
+    from envduels_dagster.core.models import LLMError, run_and_close
     from envduels_dagster.core.pair_play import AllCallsFailed, environments_current, pair_summary, play_pair_with
     from envduels_dagster.core.registry import RegistryError
     from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows, specs_from_rows

@@ -22,7 +22,7 @@ from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxRes
 )
 def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
                   settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    from envduels_dagster.core.gateway import run_and_close
+    from envduels_dagster.core.models import run_and_close
     from envduels_dagster.core.learning_study import correlate
     from envduels_dagster.core.lift_study import run_study
     from envduels_dagster.core.model_strings import sim_profile
