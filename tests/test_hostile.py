@@ -792,7 +792,8 @@ def test_oversized_raw_line_on_the_protocol_fd(world, gateway):
             pass
     """
     error = played(gateway, game(step=body, prelude=FIND_PROTOCOL_FD))
-    assert error == "protocol_violation: step() produced a reply larger than 4194304 bytes"
+    # A reset/step reply is capped tighter than other replies (issue 20): the observation and info caps.
+    assert error == f"protocol_violation: step() produced a reply larger than {LIMITS.step_reply_bytes()} bytes"
 
 
 def test_silencing_the_protocol_fd(world, gateway):

@@ -10,17 +10,24 @@ this side, not only the reason the sandbox gives. The ``world`` fixture of
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_hostile import ROOMY, game, rejected, world  # noqa: F401 - world is a fixture
-from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError
+from tests.test_hostile import LIMITS, ROOMY, game, processes, rejected, world  # noqa: F401 - world is a fixture
+from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
 pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="the hostile suite needs root")
 
 MB = 1024 * 1024
+REPO = Path(__file__).resolve().parents[1]
 
 
 def meminfo(field: str) -> int:
@@ -116,3 +123,221 @@ def test_empty_directories_in_the_workdir_are_capped_by_its_inode_count(world):
     # nr_inodes=workdir_inodes (2048, one is the root directory itself): ENOSPC.
     assert report == "reset() raised RuntimeError: dirs=2047 OSError", report
     assert delta["SUnreclaim"] < 32 * MB, f"unreclaimable slab grew by {delta['SUnreclaim'] // MB} MB"
+
+
+# --------------------------------------------------------------------------- orphans
+
+ORCHESTRATOR = r"""
+import asyncio, sys
+from envduels_dagster.core.sandbox import SandboxedEnv, SandboxLimits
+
+async def main():
+    limits = SandboxLimits(step_timeout_s=600, load_timeout_s=30, fork_server=FORK_SERVER)
+    env = SandboxedEnv(sys.stdin.read(), "Game", 6, limits)
+    await env.start()
+    obs, _ = await env.reset(0)
+    print(env.uid, env._workdir, obs, flush=True)
+    await env.step("spin")  # never answers: the orchestrator is killed meanwhile
+
+asyncio.run(main())
+"""
+
+# Clears its parent-death signal (the attack of issue 20), holds 64 MB, then spins.
+ORPHAN = game(init="""
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+rc = libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0
+self.cleared = "cleared" if rc == 0 else errno.errorcode[ctypes.get_errno()]
+self.ballast = bytearray(64 << 20)
+""", reset="""
+return f"pdeathsig={self.cleared}", {}
+""", step="""
+while True:
+    pass
+""")
+
+
+def by_uid(uid: int) -> list[int]:
+    return [pid for pid, _, u, _ in processes() if u == uid]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "exec"])
+def test_no_worker_survives_sigkill_of_the_orchestrators_process_group(world, fork_server):
+    script = ORCHESTRATOR.replace("FORK_SERVER", str(fork_server))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            start_new_session=True, cwd=REPO, env={**os.environ, "TMPDIR": world.tempdir},
+                            text=True)
+    proc.stdin.write(ORPHAN)
+    proc.stdin.close()
+    uid_text, workdir, obs = proc.stdout.readline().split()
+    uid = int(uid_text)
+    assert obs == "pdeathsig=EPERM"  # seccomp refuses to change the parent-death signal
+    deadline = time.monotonic() + 5
+    while not by_uid(uid) and time.monotonic() < deadline:  # the worker spins in step()
+        time.sleep(0.02)
+    assert by_uid(uid), "the worker was not running before the kill"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while (by_uid(uid) or (fork_server and os.path.exists(workdir))) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert by_uid(uid) == [], "a worker outlived its orchestrator"
+    if fork_server:  # the fork server removed it before exiting
+        assert not os.path.exists(workdir)
+    else:  # nobody was left to remove it: the next sandbox sweeps it
+        assert os.path.exists(workdir)
+    # The next orchestrator process sweeps it when it starts its first sandbox.
+    nxt = ORCHESTRATOR.replace("FORK_SERVER", "True").replace('await env.step("spin")', "await env.close()")
+    subprocess.run([sys.executable, "-c", nxt], input=game(), stdout=subprocess.DEVNULL, check=True, cwd=REPO,
+                   env={**os.environ, "TMPDIR": world.tempdir}, text=True, timeout=60)
+    assert not os.path.exists(workdir), "a stale working directory was not swept"
+    asyncio.run(_one_benign_sandbox())
+
+
+async def _one_benign_sandbox() -> None:
+    async with SandboxedEnv(game(), "Game", 6, LIMITS) as env:
+        await env.reset(0)
+
+
+def test_stale_working_directories_are_swept_and_live_ones_kept(world):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = Path(world.tempdir) / f"envduels-sbx-{dead.pid}-abcdefgh"
+    live = Path(world.tempdir) / f"envduels-sbx-{os.getppid()}-abcdefgh"  # pytest's parent lives
+    for path in (stale, live):
+        (path / "sub").mkdir(parents=True)
+    sweep_stale = __import__("envduels_dagster.core.sandbox.workdirs", fromlist=["x"]).sweep_stale
+    assert sweep_stale(world.tempdir) == [str(stale)]
+    asyncio.run(_one_benign_sandbox())
+    assert not stale.exists() and live.exists()
+    shutil.rmtree(live)
+
+
+# --------------------------------------------------------------------------- seccomp: clone flags and sockets
+
+CLONE_PROBE = """
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+out = []
+for name, flags in (("newuser", 0x10000000 | 17), ("newpid", 0x20000000 | 17), ("newnet", 0x40000000 | 17),
+                    ("plain", 17)):
+    rc = libc.syscall(56, flags, 0, 0, 0, 0)  # clone(flags | SIGCHLD)
+    out.append(f"{name}={'CHILD' if rc >= 0 else errno.errorcode[ctypes.get_errno()]}")
+args = (ctypes.c_uint64 * 11)(0x10000000, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0)
+rc = libc.syscall(435, args, ctypes.sizeof(args))  # clone3 with CLONE_NEWUSER
+out.append(f"clone3={'CHILD' if rc >= 0 else errno.errorcode[ctypes.get_errno()]}")
+raise RuntimeError(" ".join(out))
+"""
+
+
+def test_clone_with_namespace_flags_and_clone3_are_refused_by_seccomp(world):
+    reason = rejected(game(reset=CLONE_PROBE))
+    # Namespace flags: EPERM from the filter; a plain clone still meets RLIMIT_NPROC=0 (EAGAIN);
+    # clone3 (flags out of the filter's sight): ENOSYS, as container runtimes answer.
+    assert reason == ("crash during reset(seed=0): reset() raised RuntimeError: "
+                      "newuser=EPERM newpid=EPERM newnet=EPERM plain=EAGAIN clone3=ENOSYS")
+
+
+class UnixListener:
+    """A world-writable unix socket on the host, outside every scratch directory."""
+
+    def __enter__(self) -> "UnixListener":
+        import socket
+        import tempfile
+
+        self.dir = tempfile.mkdtemp(prefix="envduels-unix-", dir="/run")
+        os.chmod(self.dir, 0o755)
+        self.path = os.path.join(self.dir, "bus")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        os.chmod(self.path, 0o777)
+        self.sock.listen(8)
+        self.sock.setblocking(False)
+        return self
+
+    def contacts(self) -> int:
+        n = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except BlockingIOError:
+                return n
+            conn.close()
+            n += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+UNIX_PROBE = """
+import socket
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(PATH)
+    result = "CONNECTED"
+except OSError as exc:
+    result = type(exc).__name__ + ":" + str(exc.errno)
+pair = socket.socketpair()  # unnamed, reaches nobody: asyncio's event loop needs it
+raise RuntimeError(f"unix={result} socketpair={len(pair)}")
+"""
+
+
+@pytest.mark.parametrize("seccomp", [True, False], ids=["default", "positive-control-no-seccomp"])
+def test_a_world_writable_host_unix_socket_is_never_contacted(world, seccomp):
+    limits = SandboxLimits(step_timeout_s=2.0, seccomp=seccomp)
+    with UnixListener() as lst:
+        reason = rejected(game(reset=UNIX_PROBE.replace("PATH", repr(lst.path))), limits)
+        contacts = lst.contacts()
+    if seccomp:
+        assert contacts == 0, "the sandboxed environment reached a host unix socket"
+        assert reason.endswith("unix=PermissionError:1 socketpair=2"), reason
+    else:  # the probe does reach it without the filter: the test can see a contact
+        assert contacts == 1 and reason.endswith("unix=CONNECTED socketpair=2"), reason
+
+
+# --------------------------------------------------------------------------- orchestrator amplification
+
+AMPLIFIER = r"""
+import asyncio, json, resource, sys
+from envduels_dagster.core.protocol import EnvironmentSpec
+from envduels_dagster.core.validation import validate_environment
+
+def spec(source):
+    return EnvironmentSpec(env_id="amp", author="a", class_name="Game", max_turns=6, source=source,
+                           benchmark_seeds=[0, 1])
+
+hostile, benign = sys.stdin.read().split("\0")
+asyncio.run(validate_environment(spec(benign)))  # imports and the fork server: the baseline
+before = resource.getrusage(resource.RUSAGE_SELF)
+result = asyncio.run(validate_environment(spec(hostile)))
+after = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"reason": result.reject_reason, "peak_growth_kb": after.ru_maxrss - before.ru_maxrss,
+                  "cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}))
+"""
+
+# 600,000 empty objects at depth 3: 2.4 MB of JSON (issue 20: 216 MB and 11 s of the orchestrator).
+HUGE_INFO = 'return "Guess.", {"x": [{} for _ in range(600_000)]}'
+# The same, with the worker's own checks patched away (environment code shares its process).
+PATCHED = 'import sys\nsys.modules["__main__"]._check_info = lambda info, where, cfg: info\n' + HUGE_INFO
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("reset", "reason"), [
+    (HUGE_INFO, "protocol_violation during reset(seed=0): reset() returned an info dict of 2400007 bytes as "
+                "JSON; limit is 65536"),
+    (PATCHED, "protocol_violation during reset(seed=0): reset() produced a reply larger than "
+             f"{SandboxLimits().step_reply_bytes()} bytes"),
+], ids=["worker-refuses", "parent-refuses-patched-worker"])
+def test_a_huge_info_costs_the_orchestrator_bounded_memory_and_cpu(world, reset, reason):
+    out = subprocess.run([sys.executable, "-c", AMPLIFIER], input=game(reset=reset) + "\0" + game(),
+                         capture_output=True, text=True, cwd=REPO, timeout=120, check=True,
+                         env={**os.environ, "TMPDIR": world.tempdir})
+    figures = json.loads(out.stdout.splitlines()[-1])
+    print(figures)
+    assert figures["reason"] == reason
+    assert figures["peak_growth_kb"] < 16 * 1024, figures  # was 216 MB
+    assert figures["cpu_s"] < 1.0, figures  # was 11 s
+    asyncio.run(_one_benign_sandbox())

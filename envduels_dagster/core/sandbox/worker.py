@@ -229,13 +229,25 @@ def _mount_stdlib_view(lib):
     importlib.invalidate_caches()
 
 
-def _install_seccomp():
-    import ctypes
-    import struct
+# Calls refused only for some arguments (x86-64 numbers; args[0] is the first argument).
+NR_PRCTL, NR_CLONE, NR_CLONE3, NR_SOCKET = 157, 56, 435, 41
+# Namespace flags of clone(): with RLIMIT_NPROC=0 a clone fails anyway, but the filter
+# must not depend on it (issue 20). clone3 passes its flags in memory the filter cannot
+# read: it gets ENOSYS, on which the C library falls back to clone (what container
+# runtimes do).
+CLONE_NAMESPACE_FLAGS = 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00020000
+# Socket families an environment may create: internet sockets find no network in the
+# worker's network namespace (and the tests prove it); a unix socket could reach a
+# world-writable socket of the host (the network namespace does not hide the filesystem).
+ALLOWED_SOCKET_FAMILIES = (2, 10)  # AF_INET, AF_INET6
 
-    ret_allow, ret_eperm = 0x7FFF0000, 0x00050000 | errno.EPERM
-    ld_w_abs, jeq_k, jge_k, ret_k = 0x20, 0x15, 0x35, 0x06
+
+def seccomp_program():
+    """The filter as (code, jt, jf, k) instructions."""
+    ret_allow, ret_eperm, ret_enosys = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    ld_w_abs, jeq_k, jge_k, jset_k, ret_k = 0x20, 0x15, 0x35, 0x45, 0x06
     audit_arch_x86_64 = 0xC000003E
+    arg0 = 16  # offsetof(struct seccomp_data, args[0]), its low 32 bits on little-endian
     prog = [
         (ld_w_abs, 0, 0, 4),                    # A = arch
         (jeq_k, 1, 0, audit_arch_x86_64),       # x86-64? skip the next
@@ -246,7 +258,24 @@ def _install_seccomp():
     ]
     for nr in sorted(SECCOMP_DENY_X86_64.values()):
         prog += [(jeq_k, 0, 1, nr), (ret_k, 0, 0, ret_eperm)]
+    prog += [(jeq_k, 0, 1, NR_CLONE3), (ret_k, 0, 0, ret_enosys)]
+    # Each block below loads an argument (A is lost), so it ends with its own verdict.
+    prog += [(jeq_k, 0, 4, NR_PRCTL), (ld_w_abs, 0, 0, arg0),
+             (jeq_k, 0, 1, PR_SET_PDEATHSIG), (ret_k, 0, 0, ret_eperm), (ret_k, 0, 0, ret_allow)]
+    prog += [(jeq_k, 0, 4, NR_CLONE), (ld_w_abs, 0, 0, arg0),
+             (jset_k, 0, 1, CLONE_NAMESPACE_FLAGS), (ret_k, 0, 0, ret_eperm), (ret_k, 0, 0, ret_allow)]
+    families = [(jeq_k, len(ALLOWED_SOCKET_FAMILIES) - i, 0, fam) for i, fam in enumerate(ALLOWED_SOCKET_FAMILIES)]
+    prog += [(jeq_k, 0, 3 + len(families), NR_SOCKET), (ld_w_abs, 0, 0, arg0), *families,
+             (ret_k, 0, 0, ret_eperm), (ret_k, 0, 0, ret_allow)]
     prog.append((ret_k, 0, 0, ret_allow))
+    return prog
+
+
+def _install_seccomp():
+    import ctypes
+    import struct
+
+    prog = seccomp_program()
     raw = b"".join(struct.pack("HBBI", *ins) for ins in prog)
     buf = ctypes.create_string_buffer(raw, len(raw))
 
@@ -264,6 +293,7 @@ def confine(cfg, forked=False):
         __import__(name)  # before the privilege drop: the library may not be readable after it
     import platform
 
+    parent = os.getppid()
     root = os.getuid() == 0
     wrapped = bool(cfg.get("wrapped"))  # bubblewrap already made the namespaces
     uid = cfg.get("uid") if root else None
@@ -325,10 +355,13 @@ def confine(cfg, forked=False):
         os.setgid(uid)
         os.setuid(uid)
         applied["uid"] = os.getuid()
-    if forked:
-        # Die with the fork server (setuid clears this, hence here). Environment code could
-        # undo it; the parent's pidfd kill and deadlines do not depend on it.
-        _prctl(PR_SET_PDEATHSIG, 9)
+    # Die with the parent -- the fork server, or the orchestrator for a fresh interpreter
+    # (setuid clears this, hence here). The seccomp filter below refuses to change it again
+    # (measured: a worker that cleared it outlived SIGKILL of the orchestrator's process
+    # group, re-parented to pid 1, holding its memory). A parent already gone: stop here.
+    _prctl(PR_SET_PDEATHSIG, 9)
+    if os.getppid() != parent:
+        os._exit(72)
     mb = 1024 * 1024
     # (soft, hard). CPU: with soft == hard the kernel sends SIGKILL, not SIGXCPU, and the
     # parent could not tell a CPU overrun from any other kill; one second of slack makes
@@ -404,7 +437,11 @@ def _check_info(info, where, cfg):
     if not isinstance(info, dict):
         raise ProtocolViolation(f"{where} returned a {type(info).__name__} info; expected dict")
     try:
-        clean = json.loads(json.dumps(info, default=repr))
+        text = json.dumps(info, default=repr)
+        if len(text) > cfg["max_info_bytes"]:
+            raise ProtocolViolation(f"{where} returned an info dict of {len(text)} bytes as JSON; "
+                                    f"limit is {cfg['max_info_bytes']}")
+        clean = json.loads(text)
     except RecursionError:
         raise ProtocolViolation(f"{where} returned an info dict nested too deeply") from None
     except (TypeError, ValueError) as exc:
@@ -412,6 +449,13 @@ def _check_info(info, where, cfg):
     limit = cfg["max_info_depth"]
     if _depth(clean, limit) > limit:
         raise ProtocolViolation(f"{where} returned an info dict nested deeper than {limit} levels")
+    stack, count, most = [clean], 0, cfg["max_info_items"]
+    while stack and count <= most:
+        item = stack.pop()
+        count += 1
+        stack.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+    if count > most:
+        raise ProtocolViolation(f"{where} returned an info dict of more than {most} values")
     return clean
 
 
@@ -640,6 +684,17 @@ def _set_name(name):
     _libc().prctl(PR_SET_NAME, ctypes.c_char_p(name), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
 
 
+WORKDIR_PREFIX = "envduels-sbx-"
+
+
+def _own_workdir(msg):
+    """The working directory named in a spawn request, if it is one of ours (else None)."""
+    path = os.fsdecode(msg[len(b"spawn "):]) if msg.startswith(b"spawn ") else ""
+    if os.path.isabs(path) and os.path.basename(path).startswith(WORKDIR_PREFIX):
+        return path
+    return None
+
+
 def fork_server(ctl_fd):
     """Fork one confined worker per request on the control socket; reap and report them."""
     for name in PRELOADED_MODULES + CONFINE_MODULES:
@@ -657,16 +712,26 @@ def fork_server(ctl_fd):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     ctl = socket.socket(fileno=ctl_fd)
-    children = {}  # pidfd -> (pid, status socket)
+    children = {}  # pidfd -> (pid, status socket, working directory)
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
 
     def kill_all():
+        """The orchestrator is gone: kill, reap, and remove the working directories it would have."""
+        import shutil
+
         for pidfd in children:
             try:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             except OSError:
                 pass
+        for pid, _, workdir in children.values():
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            if workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
 
     while True:
         for fd, _ in poller.poll():
@@ -683,6 +748,7 @@ def fork_server(ctl_fd):
                         os.close(extra)
                     continue
                 req_fd, rep_fd, status_fd = fds
+                workdir = _own_workdir(msg)
                 try:
                     pid = os.fork()
                 except OSError:  # no memory or pids left: the parent sees the status socket close
@@ -690,7 +756,7 @@ def fork_server(ctl_fd):
                         os.close(fd)
                     continue
                 if pid == 0:
-                    _child(req_fd, rep_fd, [ctl] + [s for _, s in children.values()], server_only)
+                    _child(req_fd, rep_fd, [ctl] + [s for _, s, _ in children.values()], server_only)
                 os.close(req_fd)
                 os.close(rep_fd)
                 status = socket.socket(fileno=status_fd)
@@ -705,10 +771,10 @@ def fork_server(ctl_fd):
                     socket.send_fds(status, [f"P {pid}".encode()], [pidfd])
                 except OSError:
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                children[pidfd] = (pid, status)
+                children[pidfd] = (pid, status, workdir)
                 poller.register(pidfd, select.POLLIN)
             else:  # a child exited (it is a zombie until wait4, so its pid cannot be reused yet)
-                pid, status = children.pop(fd)
+                pid, status, _ = children.pop(fd)
                 poller.unregister(fd)
                 try:
                     os.killpg(pid, signal.SIGKILL)  # anything it forked while privileged
