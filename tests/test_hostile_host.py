@@ -341,3 +341,43 @@ def test_a_huge_info_costs_the_orchestrator_bounded_memory_and_cpu(world, reset,
     assert figures["peak_growth_kb"] < 16 * 1024, figures  # was 216 MB
     assert figures["cpu_s"] < 1.0, figures  # was 11 s
     asyncio.run(_one_benign_sandbox())
+
+
+# --------------------------------------------------------------------------- verdicts that play confirms
+
+
+class ReferencePlayer:
+    """A solver that plays the reference answer of the guessing game (seed % 4) at its first turn."""
+
+    async def chat(self, solver: str, messages: list[dict], seed: int | None = None):
+        from envduels_dagster.core.gateway import ChatResponse
+
+        return ChatResponse(text=f"\\boxed{{{seed % 4}}}")
+
+
+# reference_actions() flips class-level state that step() then relies on: its replay in the
+# same worker wins, while a solver playing the very same actions in play never can.
+SELF_FULFILLING = game(prelude="SOLVED = []", step="""
+if not SOLVED:
+    self.turn += 1
+    return "Wrong.", 0.0, False, self.turn >= self.max_turns, {}
+""", reference="SOLVED.append(seed)")
+
+
+@pytest.mark.parametrize(("source", "verdict", "outcome"), [
+    (game(), "proven", "success"),
+    (SELF_FULFILLING, "failed", "failure"),
+], ids=["control-benign", "class-level-state"])
+def test_the_verdict_equals_what_play_shows(world, source, verdict, outcome):
+    from envduels_dagster.core.episodes import play_episode
+    from envduels_dagster.core.validation import validate_environment
+    from tests.test_hostile import spec
+
+    result = asyncio.run(validate_environment(spec(source), LIMITS))
+    assert result.winnability == verdict, result.reject_reason
+    if verdict == "failed":
+        assert result.reject_reason == ("reference solution does not win seed 0 within max_turns=6 "
+                                        "(1 reference actions)")
+    for seed in spec(source).benchmark_seeds:
+        rec = asyncio.run(play_episode(ReferencePlayer(), "reference", spec(source), seed, "cold", LIMITS))
+        assert rec.status == outcome, rec
