@@ -81,6 +81,11 @@ class SandboxedEnv:
                 f"({hello.get('filesystem_error', 'unknown reason')}); run as root or enable user namespaces, "
                 "or set isolate_filesystem=False knowingly",
             )
+        if (lim.isolate_filesystem and lim.narrow_filesystem and lim.wrapper is None
+                and not hello.get("filesystem_narrowed")):
+            raise SandboxError("sandbox_unavailable",
+                               "cannot narrow the filesystem environment code sees "
+                               f"({hello.get('narrow_error', 'unknown reason')}); set narrow_filesystem=False knowingly")
         reply = await self._request(
             {"op": "load", "source": self.source, "class_name": self.class_name, "max_turns": self.max_turns},
             lim.load_timeout_s, "loading the environment", replies.check_load,

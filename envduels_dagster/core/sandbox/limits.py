@@ -68,6 +68,7 @@ class SandboxLimits:
     isolate_filesystem: bool = True  # read-only view of the host, private tmpfs workdir of workdir_mb
     workdir_mb: int = 16
     workdir_inodes: int = 2048  # files and directories in it: tmpfs inodes are unreclaimable kernel memory
+    narrow_filesystem: bool = True  # a root holding only /usr, /lib*, the stdlib view, /proc, devices
     ipc_mb: int = 8  # System V shared memory in the worker's own IPC namespace
     seccomp: bool = True
     fork_server: bool = True

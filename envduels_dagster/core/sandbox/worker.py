@@ -34,6 +34,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
@@ -206,14 +207,15 @@ def _readable_by_anyone(path):
         parent = os.path.dirname(parent)
 
 
-def _mount_stdlib_view(lib):
-    """Bind the standard library (only) read-only at STDLIB_VIEW and import from there."""
+def _mount_stdlib_view(lib, root=""):
+    """Bind the standard library (only) read-only at STDLIB_VIEW (under ``root``, a new root
+    being built) and import from there."""
     import importlib
 
-    os.mkdir(STDLIB_VIEW, 0o755)
-    _mount(lib, STDLIB_VIEW, None, MS_BIND)
-    _mount(None, STDLIB_VIEW, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    site = os.path.join(STDLIB_VIEW, "site-packages")
+    os.mkdir(root + STDLIB_VIEW, 0o755)
+    _mount(lib, root + STDLIB_VIEW, None, MS_BIND)
+    _mount(None, root + STDLIB_VIEW, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    site = os.path.join(root + STDLIB_VIEW, "site-packages")
     if os.path.isdir(site):  # third-party packages of the base interpreter stay out of reach
         _mount("tmpfs", site, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
     moved = lambda p: STDLIB_VIEW + p[len(lib):] if p == lib or p.startswith(lib + os.sep) else p  # noqa: E731
@@ -271,6 +273,59 @@ def seccomp_program():
     return prog
 
 
+# What a narrowed root holds of the host (read-only): the system's programs and shared
+# libraries (C extension modules of the standard library link against them) and a few
+# devices; /etc, /home, /root, /srv, /opt, /var, /run and the repository are not there.
+ROOT_BINDS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+ROOT_DEVICES = ("null", "zero", "full", "random", "urandom")
+NEW_ROOT = "/tmp/.envduels-root"  # inside the private /tmp; it becomes "/"
+
+
+def _narrow_root(workdir, uid, tmpfs_mb, inodes, pid_ns):
+    """In the worker's mount namespace: pivot into a fresh root holding only ROOT_BINDS, the
+    standard library view, ROOT_DEVICES, a /proc, the scratch dirs and the workdir."""
+    new = NEW_ROOT
+    os.mkdir(new, 0o755)
+    _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,nr_inodes=512,mode=755")
+    ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+    for name in ROOT_BINDS:
+        src = "/" + name
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), new + src)
+        elif os.path.isdir(src):
+            os.mkdir(new + src, 0o755)
+            _mount(src, new + src, None, MS_BIND | MS_REC)
+            _mount(None, new + src, None, ro)
+    os.mkdir(new + "/dev", 0o755)
+    for name in ROOT_DEVICES:
+        if os.path.exists("/dev/" + name):
+            os.close(os.open(new + "/dev/" + name, os.O_CREAT | os.O_WRONLY, 0o666))
+            _mount("/dev/" + name, new + "/dev/" + name, None, MS_BIND)
+    os.mkdir(new + "/proc", 0o555)
+    if pid_ns:
+        # hidepid: the init (root) stays invisible too -- it lives in the host's network
+        # namespace, and /proc/1/net/tcp listed the host's sockets (measured).
+        _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+    else:  # no pid namespace: the host's /proc, as without a narrowed root
+        _mount("/proc", new + "/proc", None, MS_BIND | MS_REC)
+    for path in SCRATCH_DIRS:
+        os.makedirs(new + path, 0o755, exist_ok=True)
+        _mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=16,mode=755")
+    return new
+
+
+def _pivot(new, workdir, uid, tmpfs_mb, inodes):
+    """Enter ``new`` as "/" (the old root detached: nothing of it stays reachable), read-only."""
+    os.makedirs(new + workdir, 0o755, exist_ok=True)
+    owner = "" if uid is None else f",uid={uid},gid={uid}"
+    _mount("tmpfs", new + workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,nr_inodes={inodes},mode=700{owner}")
+    os.chdir(new)
+    _check(_libc().syscall(155, b".", b"."), "pivot_root")  # pivot_root(".", "."): old root on top
+    _check(_libc().umount2(b".", 2), "umount the old root")  # MNT_DETACH
+    os.chdir("/")
+    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
 def _install_seccomp():
     import ctypes
     import struct
@@ -297,7 +352,8 @@ def confine(cfg, forked=False):
     root = os.getuid() == 0
     wrapped = bool(cfg.get("wrapped"))  # bubblewrap already made the namespaces
     uid = cfg.get("uid") if root else None
-    applied = {"network_isolated": wrapped, "filesystem_isolated": wrapped, "uid": os.getuid(),
+    applied = {"network_isolated": wrapped, "filesystem_isolated": wrapped, "pid_isolated": wrapped,
+               "uid": os.getuid(),
                "seccomp": False, "fork_server": forked, "wrapper": cfg.get("wrapper")}
     if not wrapped:
         want_net, want_fs = bool(cfg.get("isolate_network")), bool(cfg.get("isolate_filesystem"))
@@ -331,6 +387,15 @@ def confine(cfg, forked=False):
             except OSError as exc:
                 applied["filesystem_isolated"] = False
                 applied["filesystem_error"] = str(exc)
+            if forked and os.getpid() == 2:  # pid 2 of its own pid namespace, under the fork server's init
+                try:
+                    applied["pid"] = int(os.readlink("/proc/self"))  # the host's /proc: the host's pid
+                    # A /proc of this pid namespace: other processes, their command lines and
+                    # /proc/<pid>/net (the host's sockets) are out of sight (issue 20).
+                    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+                    applied["pid_isolated"] = True
+                except OSError as exc:
+                    applied["pid_error"] = str(exc)
             try:
                 _limit_ipc(cfg["ipc_mb"])
                 applied["ipc_limits"] = True
@@ -338,14 +403,30 @@ def confine(cfg, forked=False):
                 applied["ipc_limits"] = False
                 applied["ipc_limits_error"] = str(exc)
     applied["stdlib"] = "host"  # the worker's own uid reads the library where it is
-    if uid is not None and not _readable_by_anyone(_stdlib_dir()):
+    narrow = applied["filesystem_isolated"] and not wrapped and cfg.get("narrow_filesystem")
+    new_root = ""
+    if narrow:
+        try:
+            new_root = _narrow_root(cfg["workdir"], uid, cfg["tmpfs_mb"], cfg["workdir_inodes"],
+                                    applied.get("pid_isolated"))
+        except OSError as exc:
+            applied["narrow_error"] = str(exc)
+            narrow = False
+    if narrow or (uid is not None and not _readable_by_anyone(_stdlib_dir())):
         applied["stdlib"] = "preloaded"  # only PRELOADED_MODULES, unless the view below works
         if applied["filesystem_isolated"] and not wrapped:
             try:
-                _mount_stdlib_view(_stdlib_dir())
+                _mount_stdlib_view(_stdlib_dir(), new_root)
                 applied["stdlib"] = "view"
             except OSError as exc:
                 applied["stdlib_error"] = str(exc)
+    applied["filesystem_narrowed"] = False
+    if narrow:
+        try:
+            _pivot(new_root, cfg["workdir"], uid, cfg["tmpfs_mb"], cfg["workdir_inodes"])
+            applied["filesystem_narrowed"] = True
+        except OSError as exc:  # the parent refuses to go on (workdir_error below, or the check)
+            applied["narrow_error"] = str(exc)
     try:
         os.chdir(cfg["workdir"])
     except OSError as exc:  # e.g. a mount namespace set up halfway: the parent refuses to go on
@@ -678,6 +759,38 @@ def _child(req_fd, rep_fd, inherited_sockets, server_only_modules):
         os._exit(code)
 
 
+def _init(req_fd, rep_fd, relay_fd, inherited_sockets, server_only_modules):
+    """Pid 1 of a worker's own pid namespace: fork the worker (pid 2), wait, relay its status.
+
+    Why not the worker itself as pid 1: init of a namespace ignores every signal it has no
+    handler for, even SIGKILL from itself, so an environment could not die of its own
+    signals (and the sandbox would misreport them). This process stays root and trusted; it
+    runs no environment code. When it dies (the parent's pidfd kill, the fork server's
+    death) the kernel kills everything in the namespace: nothing can outlive it there."""
+    code = 70
+    try:
+        for sock in inherited_sockets:
+            sock.detach()
+        os.setsid()
+        pid = os.fork()
+        if pid == 0:
+            os.close(relay_fd)
+            _child(req_fd, rep_fd, [], server_only_modules)
+        os.close(req_fd)
+        os.close(rep_fd)
+        os.closerange(3, relay_fd)
+        os.closerange(relay_fd + 1, 1 << 20)
+        _set_name(b"envduels-init")
+        _prctl(PR_SET_PDEATHSIG, 9)  # with the fork server, the whole namespace goes
+        _, wstatus = os.waitpid(pid, 0)
+        os.write(relay_fd, wstatus.to_bytes(4, "little"))
+        code = 0
+    except BaseException:  # noqa: BLE001 - the fork server sees the exit
+        code = 71
+    finally:
+        os._exit(code)
+
+
 def _set_name(name):
     import ctypes
 
@@ -712,6 +825,10 @@ def fork_server(ctl_fd):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     ctl = socket.socket(fileno=ctl_fd)
+    try:  # to restore our own pid namespace for children after each unshare (see spawn below)
+        own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    except OSError:
+        own_pid_ns = None
     children = {}  # pidfd -> (pid, status socket, working directory)
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
@@ -725,7 +842,7 @@ def fork_server(ctl_fd):
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             except OSError:
                 pass
-        for pid, _, workdir in children.values():
+        for pid, _, workdir, _ in children.values():
             try:
                 os.waitpid(pid, 0)
             except OSError:
@@ -749,14 +866,28 @@ def fork_server(ctl_fd):
                     continue
                 req_fd, rep_fd, status_fd = fds
                 workdir = _own_workdir(msg)
+                relay_r, relay_w = os.pipe()
+                # The child becomes pid 1 of a fresh pid namespace: unshare(CLONE_NEWPID) sets the
+                # namespace of our *next* child; setns back so that the one after gets its own.
+                new_pid_ns = own_pid_ns is not None and _libc().unshare(CLONE_NEWPID) == 0
                 try:
                     pid = os.fork()
                 except OSError:  # no memory or pids left: the parent sees the status socket close
-                    for fd in fds:
+                    pid = None
+                finally:
+                    if new_pid_ns and _libc().setns(own_pid_ns, CLONE_NEWPID) != 0:
+                        own_pid_ns = None  # cannot go back: no more pid namespaces, the rest works
+                if pid is None:
+                    for fd in (*fds, relay_r, relay_w):
                         os.close(fd)
                     continue
+                inherited = [ctl] + [s for _, s, _, _ in children.values()]
                 if pid == 0:
-                    _child(req_fd, rep_fd, [ctl] + [s for _, s, _ in children.values()], server_only)
+                    if new_pid_ns:
+                        _init(req_fd, rep_fd, relay_w, inherited, server_only)
+                    os.close(relay_w)
+                    _child(req_fd, rep_fd, inherited, server_only)
+                os.close(relay_w)
                 os.close(req_fd)
                 os.close(rep_fd)
                 status = socket.socket(fileno=status_fd)
@@ -766,21 +897,26 @@ def fork_server(ctl_fd):
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
                     status.close()
+                    os.close(relay_r)
                     continue
                 try:
                     socket.send_fds(status, [f"P {pid}".encode()], [pidfd])
                 except OSError:
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                children[pidfd] = (pid, status, workdir)
+                children[pidfd] = (pid, status, workdir, relay_r)
                 poller.register(pidfd, select.POLLIN)
             else:  # a child exited (it is a zombie until wait4, so its pid cannot be reused yet)
-                pid, status, _ = children.pop(fd)
+                pid, status, _, relay_r = children.pop(fd)
                 poller.unregister(fd)
                 try:
                     os.killpg(pid, signal.SIGKILL)  # anything it forked while privileged
                 except OSError:
                     pass
-                _, wstatus, usage = os.wait4(pid, 0)
+                _, wstatus, usage = os.wait4(pid, 0)  # the init's usage includes the worker it reaped
+                relayed = os.read(relay_r, 4)  # the worker's own status, when an init relayed it
+                os.close(relay_r)
+                if len(relayed) == 4:
+                    wstatus = int.from_bytes(relayed, "little")
                 try:
                     status.send(f"X {wstatus} {usage.ru_utime + usage.ru_stime:.3f} {usage.ru_maxrss}".encode())
                 except OSError:
