@@ -149,9 +149,14 @@ def _mountinfo():
     return out
 
 
-def _isolate_filesystem(workdir, uid, tmpfs_mb, inodes):
-    """In a fresh mount namespace: everything read-only, scratch dirs empty, workdir a private tmpfs."""
+def _isolate_filesystem(workdir, uid, tmpfs_mb, inodes, narrow=False):
+    """In a fresh mount namespace: everything read-only, scratch dirs empty, workdir a private tmpfs.
+
+    ``narrow``: only make the mounts private; ``_narrow_root`` builds the root the worker will
+    see instead (the host's mounts are detached, so remounting them would be wasted time)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if narrow:
+        return []
     failed = []
     for point, flags in _mountinfo():
         if point == "/proc" or point.startswith("/proc/"):
@@ -278,14 +283,16 @@ def seccomp_program():
 # devices; /etc, /home, /root, /srv, /opt, /var, /run and the repository are not there.
 ROOT_BINDS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 ROOT_DEVICES = ("null", "zero", "full", "random", "urandom")
-NEW_ROOT = "/tmp/.envduels-root"  # inside the private /tmp; it becomes "/"
+NEW_ROOT = "/tmp"  # a tmpfs mounted over the host's /tmp in the worker's namespace; it becomes "/"
+# In the narrowed root these are links to its one root-owned scratch tmpfs, /tmp: one mount
+# instead of one each (measured: each mount, namespace and pivot step adds start time).
+SCRATCH_LINKS = ("/var/tmp", "/dev/shm")
 
 
 def _narrow_root(workdir, uid, tmpfs_mb, inodes, pid_ns):
     """In the worker's mount namespace: pivot into a fresh root holding only ROOT_BINDS, the
     standard library view, ROOT_DEVICES, a /proc, the scratch dirs and the workdir."""
     new = NEW_ROOT
-    os.mkdir(new, 0o755)
     _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=256k,nr_inodes=512,mode=755")
     ro = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
     for name in ROOT_BINDS:
@@ -308,9 +315,11 @@ def _narrow_root(workdir, uid, tmpfs_mb, inodes, pid_ns):
         _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
     else:  # no pid namespace: the host's /proc, as without a narrowed root
         _mount("/proc", new + "/proc", None, MS_BIND | MS_REC)
-    for path in SCRATCH_DIRS:
-        os.makedirs(new + path, 0o755, exist_ok=True)
-        _mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=16,mode=755")
+    os.mkdir(new + "/tmp", 0o755)
+    _mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=16,mode=755")
+    for path in SCRATCH_LINKS:
+        os.makedirs(os.path.dirname(new + path), 0o755, exist_ok=True)
+        os.symlink("/tmp", new + path)
     return new
 
 
@@ -324,6 +333,42 @@ def _pivot(new, workdir, uid, tmpfs_mb, inodes):
     _check(_libc().umount2(b".", 2), "umount the old root")  # MNT_DETACH
     os.chdir("/")
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+_CGROUP_STATUS = None  # probed once by the fork server; its children inherit it
+
+
+def cgroup_v2_status():
+    """(False, why) -- no cgroup v2 with memory and pids controllers can be delegated to workers here.
+
+    Why only a probe: a cgroup per worker (memory.max counting shared memory, tmpfs and
+    kernel memory; pids.max; cgroup.kill) needs a cgroup v2 hierarchy owning the memory and
+    pids controllers with a subtree we may write; the machine this was built on mounts them
+    as cgroup v1 (hybrid mode) and a v2 layer could not be run or tested there. Until it
+    can, the worker's own IPC namespace limits and the tmpfs inode cap stand in (see
+    docs/THREAT-MODEL.md), and this says why in the start-up report."""
+    try:
+        with open("/proc/self/mounts") as fh:
+            points = [line.split()[1] for line in fh if line.split()[2] == "cgroup2"]
+        with open("/proc/self/cgroup") as fh:
+            own = [line.strip().split("::", 1)[1] for line in fh if line.startswith("0::")]
+    except OSError as exc:
+        return False, f"cannot read the cgroup mounts: {exc}"
+    if not points:
+        return False, "no cgroup v2 hierarchy is mounted"
+    for point in points:
+        base = point.rstrip("/") + (own[0] if own else "/")
+        try:
+            with open(os.path.join(base, "cgroup.controllers")) as fh:
+                controllers = fh.read().split()
+        except OSError:
+            continue
+        missing = [c for c in ("memory", "pids") if c not in controllers]
+        if missing:
+            return False, (f"cgroup v2 at {point} offers {' '.join(controllers) or 'no controllers'}; "
+                          f"{' and '.join(missing)} are bound to cgroup v1 (hybrid mode)")
+        return False, f"cgroup v2 at {base} offers memory and pids, but per-worker cgroups are not wired in yet"
+    return False, "the cgroup v2 hierarchy does not show this process's cgroup"
 
 
 def _install_seccomp():
@@ -380,7 +425,9 @@ def confine(cfg, forked=False):
                 applied["filesystem_error"] = str(exc)
         if applied["filesystem_isolated"]:
             try:
-                failed = _isolate_filesystem(cfg["workdir"], uid, cfg.get("tmpfs_mb", 16), cfg["workdir_inodes"])
+                narrowing = bool(cfg.get("narrow_filesystem")) and not wrapped
+                failed = _isolate_filesystem(cfg["workdir"], uid, cfg.get("tmpfs_mb", 16), cfg["workdir_inodes"],
+                                             narrowing)
                 applied["workdir_inodes"] = cfg["workdir_inodes"]
                 if failed:
                     applied["read_only_failed"] = failed
@@ -391,8 +438,10 @@ def confine(cfg, forked=False):
                 try:
                     applied["pid"] = int(os.readlink("/proc/self"))  # the host's /proc: the host's pid
                     # A /proc of this pid namespace: other processes, their command lines and
-                    # /proc/<pid>/net (the host's sockets) are out of sight (issue 20).
-                    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+                    # /proc/<pid>/net (the host's sockets) are out of sight (issue 20). A narrowed
+                    # root mounts its own below.
+                    if not narrowing:
+                        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
                     applied["pid_isolated"] = True
                 except OSError as exc:
                     applied["pid_error"] = str(exc)
@@ -420,6 +469,7 @@ def confine(cfg, forked=False):
                 applied["stdlib"] = "view"
             except OSError as exc:
                 applied["stdlib_error"] = str(exc)
+    applied["cgroup"], applied["cgroup_error"] = _CGROUP_STATUS or cgroup_v2_status()
     applied["filesystem_narrowed"] = False
     if narrow:
         try:
@@ -825,6 +875,8 @@ def fork_server(ctl_fd):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     ctl = socket.socket(fileno=ctl_fd)
+    global _CGROUP_STATUS
+    _CGROUP_STATUS = cgroup_v2_status()
     try:  # to restore our own pid namespace for children after each unshare (see spawn below)
         own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     except OSError:
