@@ -365,3 +365,62 @@ def test_proc_shows_only_the_worker_and_no_host_socket(world):
     # Its own pid namespace, mounted hidepid: only the worker (2); not even its root init (1), which
     # lives in the host's network namespace (its /proc/1/net/tcp listed this port: measured).
     assert reason == "crash during reset(seed=0): reset() raised RuntimeError: pids=[2] sees_port=False"
+
+
+# --------------------------------------------------------------------------- without root
+
+NOBODY_ORCHESTRATOR = r"""
+import asyncio, json, sys
+sys.path.insert(0, REPO)
+from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+
+def shmem():
+    for line in open("/proc/meminfo"):
+        if line.startswith("Shmem:"):
+            return int(line.split()[1]) * 1024
+
+async def main():
+    out = {}
+    for name, limits in (("fork", SandboxLimits(step_timeout_s=15)),
+                         ("exec", SandboxLimits(step_timeout_s=15, fork_server=False))):
+        before = shmem()
+        async with SandboxedEnv(sys.stdin.read() if not out else SOURCE[0], "Game", 6, limits) as env:
+            SOURCE[:] = [env.source]
+            try:
+                await env.reset(0)
+            except SandboxError as exc:
+                message = exc.message
+            out[name] = {"applied": env.applied, "message": message, "shmem_delta": shmem() - before}
+    print(json.dumps(out))
+
+SOURCE = []
+asyncio.run(main())
+"""
+
+SYSCTL_RAISE = """
+try:
+    open("/proc/sys/kernel/shmall", "w").write("99999999")
+    raised = "RAISED"
+except OSError as exc:
+    raised = type(exc).__name__
+"""
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3.11").exists() or shutil.which("setpriv") is None,
+                    reason="needs the system's python3.11 (the test interpreter is unreadable to nobody) and setpriv")
+def test_without_root_the_ipc_limits_hold_in_the_workers_user_namespace(world):
+    """As ``nobody`` (no throwaway uid, no pid namespace: the fallback layers of issue 20): the
+    worker is root of its user namespace only while it sets up, writes the IPC limits, and
+    leaves through a nested user namespace; /proc/sys is read-only in its root."""
+    attack = SYSCTL_RAISE + SHM_ATTACK.replace('raise RuntimeError(f"', 'raise RuntimeError(f"sysctl={raised} ')
+    script = NOBODY_ORCHESTRATOR.replace("REPO", repr(str(REPO)))
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3.11",
+                          "-c", script], input=game(reset=attack), capture_output=True, text=True, timeout=120,
+                         cwd="/", env={"TMPDIR": world.tempdir, "HOME": "/"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name, run in json.loads(out.stdout).items():
+        applied = run["applied"]
+        assert (applied["uid"], applied["ipc_limits"], applied["filesystem_narrowed"]) == (65534, True, True), name
+        assert run["message"] == "reset() raised RuntimeError: sysctl=OSError filled=128MB live=0", (name, run)
+        assert run["shmem_delta"] < 48 * MB, (name, run)
+    asyncio.run(_one_benign_sandbox())

@@ -121,6 +121,24 @@ def _map_own_ids(uid, gid):
             fh.write(text)
 
 
+def _map_as_root(uid, gid):
+    """In a fresh user namespace (no root): be its root for the set-up, so that the IPC
+    namespace's sysctls (owned by the namespace's root) can be written; ``_drop_to_own_ids``
+    follows before any environment code runs."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+
+
+def _drop_to_own_ids(uid, gid):
+    """A nested user namespace that maps our own ids back: no capabilities over the namespaces
+    set up above (their owner is the parent user namespace) and our own uid again."""
+    _unshare(CLONE_NEWUSER)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} 0 1"), ("gid_map", f"{gid} 0 1")):
+        with open(f"/proc/self/{name}", "w") as fh:
+            fh.write(text)
+
+
 def _prctl(option, arg):
     import ctypes
 
@@ -312,9 +330,16 @@ def _narrow_root(workdir, uid, tmpfs_mb, inodes, pid_ns):
     if pid_ns:
         # hidepid: the init (root) stays invisible too -- it lives in the host's network
         # namespace, and /proc/1/net/tcp listed the host's sockets (measured).
-        _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+        try:
+            _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+        except OSError:  # kernels before 5.8 know only the numeric form
+            _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
     else:  # no pid namespace: the host's /proc, as without a narrowed root
         _mount("/proc", new + "/proc", None, MS_BIND | MS_REC)
+        # Without root, the IPC namespace's sysctls belong to our own uid (its root): read-only
+        # here, so that environment code cannot raise the limits _limit_ipc wrote.
+        _mount(new + "/proc/sys", new + "/proc/sys", None, MS_BIND | MS_REC)
+        _mount(None, new + "/proc/sys", None, ro)
     os.mkdir(new + "/tmp", 0o755)
     _mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,nr_inodes=16,mode=755")
     for path in SCRATCH_LINKS:
@@ -405,10 +430,13 @@ def confine(cfg, forked=False):
         flags = (CLONE_NEWNET if want_net else 0) | (CLONE_NEWNS | CLONE_NEWIPC if want_fs else 0)
         user = 0 if root else CLONE_NEWUSER
         outer_ids = (os.getuid(), os.getgid())
+        as_root = bool(user and want_fs)  # see _map_as_root
         if flags:
             try:
                 _unshare(flags | user)
-                if user:
+                if as_root:
+                    _map_as_root(*outer_ids)
+                elif user:
                     _map_own_ids(*outer_ids)
                 applied["network_isolated"], applied["filesystem_isolated"] = want_net, want_fs
             except OSError as exc:
@@ -423,6 +451,7 @@ def confine(cfg, forked=False):
                     except OSError:
                         pass
                 applied["filesystem_error"] = str(exc)
+                as_root = False
         if applied["filesystem_isolated"]:
             try:
                 narrowing = bool(cfg.get("narrow_filesystem")) and not wrapped
@@ -477,6 +506,11 @@ def confine(cfg, forked=False):
             applied["filesystem_narrowed"] = True
         except OSError as exc:  # the parent refuses to go on (workdir_error below, or the check)
             applied["narrow_error"] = str(exc)
+    if not wrapped and as_root:
+        try:
+            _drop_to_own_ids(*outer_ids)
+        except OSError as exc:  # still root of the namespaces: the parent must not go on
+            applied["workdir_error"] = f"cannot leave the set-up user namespace: {exc}"
     try:
         os.chdir(cfg["workdir"])
     except OSError as exc:  # e.g. a mount namespace set up halfway: the parent refuses to go on
