@@ -38,7 +38,10 @@ import asyncio
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
+
+if TYPE_CHECKING:
+    from envduels_dagster.core.models.types import ChatGateway
 
 CATEGORIES = ("wasted", "noise", "learnable")
 
@@ -132,9 +135,14 @@ def next_step(cold: int, hint: int, n: int, policy: AdaptivePolicy) -> bool:
 def extra_seeds(seeds: list[int], count: int) -> list[int]:
     """``seeds`` followed by new seeds (after the largest) up to ``count`` in all."""
     out = list(seeds)
+    used = set(out)
     nxt = max(out, default=-1) + 1
     while len(out) < count:
-        out.append(nxt)
+        if nxt > 2**64 - 1:  # seeds are unsigned 64-bit (protocol.Seed): wrap to the smallest unused
+            nxt = 0
+        if nxt not in used:
+            out.append(nxt)
+            used.add(nxt)
         nxt += 1
     return out
 
@@ -181,7 +189,7 @@ async def play_env_adaptive(play_seed: Callable, seeds: list[int], policy: Adapt
     return records, decision
 
 
-async def play_pair_adaptive(gateway, solver: str, envs, policy: AdaptivePolicy, limits=None,
+async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: AdaptivePolicy, limits=None,
                              concurrency: int = 8, budget_s: float | None = None,
                              on_progress: Callable[[int, int], None] | None = None,
                              reuse_sandboxes: bool = False) -> tuple[list, list[PairDecision]]:
