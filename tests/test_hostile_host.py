@@ -303,7 +303,7 @@ def test_a_world_writable_host_unix_socket_is_never_contacted(world, limits, res
 class ReferencePlayer:
     """A solver that plays the reference answer of the guessing game (seed % 4) at its first turn."""
 
-    async def chat(self, solver: str, messages: list[dict], seed: int | None = None):
+    async def chat(self, solver: str, messages: list[dict], seed: int | None = None, **_: object):
         from envduels_dagster.core.gateway import ChatResponse
 
         return ChatResponse(text=f"\\boxed{{{seed % 4}}}")
