@@ -245,3 +245,22 @@ def test_design_convergence_tables(built):
     # The same maze and lock designs under different names and constants, written by A, X, Y and Z.
     assert sorted(map(tuple, spanning.values.tolist())) == [("A, X, Y, Z", "codelock"), ("A, X, Y, Z", "maze")]
     assert "E3" not in set(clusters["env_id"])  # only valid environments
+
+
+def test_sql_author_and_solver_scores_agree_with_the_python_rankings(built):
+    """The design score (peer discrimination), hint score and solver score are computed twice: in the dbt
+    marts (SQL) and in core.rankings (Python, for the bootstrap). Their point estimates must be equal."""
+    _, db, _ = built
+    ranks = query(db, "SELECT * FROM rankings").set_index("model")
+    authors = query(db, "SELECT * FROM author_scores WHERE n_envs_scored > 0").set_index("author")
+    both = authors.index.intersection(ranks.dropna(subset=["author_score"]).index)
+    assert len(both) >= 4  # A, X, Y, Z and the coverage authors
+    assert authors.loc[both, "hint_score"].to_numpy() == pytest.approx(ranks.loc[both, "author_score"].to_numpy())
+    sql_design, py_design = authors.loc[both, "design_score"], ranks.loc[both, "design_score"]
+    assert (sql_design.isna() == py_design.isna()).all() and sql_design.notna().sum() >= 4
+    assert sql_design.dropna().to_numpy() == pytest.approx(py_design.dropna().to_numpy())
+    solvers = query(db, "SELECT * FROM solver_scores").set_index("solver")
+    ranked = solvers.index.intersection(ranks.dropna(subset=["solver_score"]).index)
+    assert len(ranked) >= 4
+    assert solvers.loc[ranked, "cold_success"].to_numpy() == pytest.approx(ranks.loc[ranked, "solver_score"].to_numpy())
+    assert solvers.loc[ranked, "hinted_success"].to_numpy() == pytest.approx(ranks.loc[ranked, "solver_hinted"].to_numpy())

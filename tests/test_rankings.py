@@ -12,6 +12,7 @@ import pytest
 
 from envduels_dagster.core import convergence as conv
 from envduels_dagster.core import rankings as rk
+from envduels_dagster.core import stats as st
 
 # ----------------------------------------------------------------------------------- Bradley-Terry
 
@@ -23,26 +24,26 @@ def test_bradley_terry_recovers_known_strengths():
     The score equations sum_j n_ij p_i/(p_i+p_j) = wins_i then hold exactly at (4, 2, 1).
     """
     wins = np.array([[0, 10, 12], [5, 0, 10], [3, 5, 0]], dtype=float)
-    theta = rk.bradley_terry(wins)
+    theta = st.bradley_terry(wins)
     assert np.exp(theta - theta[2]) == pytest.approx([4.0, 2.0, 1.0], rel=1e-9)
     assert theta.sum() == pytest.approx(0.0, abs=1e-12)
 
 
 def test_bradley_terry_two_players_and_ties():
-    assert np.exp(np.diff(rk.bradley_terry(np.array([[0, 1.0], [3.0, 0]])))[0]) == pytest.approx(3.0)
+    assert np.exp(np.diff(st.bradley_terry(np.array([[0, 1.0], [3.0, 0]])))[0]) == pytest.approx(3.0)
     # Ties count half: 2 wins + 2 ties against 2 ties -> 3 points to 1.
-    assert np.exp(np.diff(rk.bradley_terry(np.array([[0, 1.0], [2.0 + 1.0, 0]])))[0]) == pytest.approx(3.0)
+    assert np.exp(np.diff(st.bradley_terry(np.array([[0, 1.0], [2.0 + 1.0, 0]])))[0]) == pytest.approx(3.0)
     with pytest.raises(ValueError):
-        rk.bradley_terry(np.array([[0, 1.0], [0.0, 0]]))  # a model without a win: no finite MLE
-    theta = rk.bradley_terry(np.array([[0, 1.0], [0.0, 0]]), prior=1.0)  # the prior keeps it finite
+        st.bradley_terry(np.array([[0, 1.0], [0.0, 0]]))  # a model without a win: no finite MLE
+    theta = st.bradley_terry(np.array([[0, 1.0], [0.0, 0]]), prior=1.0)  # the prior keeps it finite
     assert np.exp(theta[0] - theta[1]) == pytest.approx(3.0)  # 1.5 : 0.5 points
 
 
 def test_bradley_terry_from_duel_rows():
     duels = pd.DataFrame({"model_a": ["x", "x", "y"], "model_b": ["y", "z", "z"], "score_a": [1.0, 1.0, 0.5]})
-    wins = rk.wins_matrix(duels, ["x", "y", "z"])
+    wins = st.wins_matrix(duels, ["x", "y", "z"])
     assert wins.tolist() == [[0, 1, 1], [0, 0, 0.5], [0, 0.5, 0]]
-    theta = rk.bradley_terry(wins, prior=0.5)
+    theta = st.bradley_terry(wins, prior=0.5)
     assert theta[0] > theta[1] == pytest.approx(theta[2])
 
 
@@ -51,48 +52,48 @@ def test_bradley_terry_from_duel_rows():
 
 def test_three_cycle_has_exactly_one_cyclic_triad():
     wins = np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]], dtype=float)  # a>b, b>c, c>a
-    assert rk.cyclic_triads(wins) == (1.0, 1.0, 0.0)
+    assert st.cyclic_triads(wins) == (1.0, 1.0, 0.0)
 
 
 def test_transitive_and_mixed_tournaments():
     order = np.triu(np.ones((4, 4)), k=1)  # 0 > 1 > 2 > 3
-    assert rk.cyclic_triads(order) == (0.0, 2.0, 1.0)
+    assert st.cyclic_triads(order) == (0.0, 2.0, 1.0)
     one_cycle = order.copy()
     one_cycle[0, 2], one_cycle[2, 0] = 0, 1  # 0>1, 1>2, 2>0 is a cycle; 3 loses everything
-    c, c_max, zeta = rk.cyclic_triads(one_cycle)
+    c, c_max, zeta = st.cyclic_triads(one_cycle)
     assert (c, c_max, zeta) == (1.0, 2.0, 0.5)
     five = np.triu(np.ones((5, 5)), k=1)
-    assert rk.cyclic_triads(five)[1] == 5.0  # c_max = (n^3 - n) / 24 for odd n
+    assert st.cyclic_triads(five)[1] == 5.0  # c_max = (n^3 - n) / 24 for odd n
 
 
 def test_ties_count_as_fair_coin_flips():
     all_ties = np.full((3, 3), 0.5) - np.diag([0.5] * 3)
-    assert rk.cyclic_triads(all_ties)[0] == pytest.approx(0.25)  # 2 of 8 coin outcomes are cycles
+    assert st.cyclic_triads(all_ties)[0] == pytest.approx(0.25)  # 2 of 8 coin outcomes are cycles
 
 
 # ------------------------------------------------------------------------------- ranks, correlations
 
 
 def test_rank_desc_and_kendall_tau():
-    assert rk.rank_desc(np.array([0.2, 0.9, 0.2, np.nan])).tolist()[:3] == [2.5, 1.0, 2.5]
-    assert math.isnan(rk.rank_desc(np.array([0.2, np.nan]))[1])
-    assert rk.kendall_tau([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
-    assert rk.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
-    assert rk.kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)
+    assert st.rank_desc(np.array([0.2, 0.9, 0.2, np.nan])).tolist()[:3] == [2.5, 1.0, 2.5]
+    assert math.isnan(st.rank_desc(np.array([0.2, np.nan]))[1])
+    assert st.kendall_tau([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+    assert st.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert st.kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)
 
 
 def test_permutation_pvalue_exact():
-    p, n = rk.permutation_pvalue([1, 2, 3, 4], [1, 2, 3, 4])
+    p, n = st.permutation_pvalue([1, 2, 3, 4], [1, 2, 3, 4])
     assert n == 24 and p == pytest.approx(2 / 24)  # only the identity and the reversal reach |rho| = 1
-    assert rk.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert st.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
 
 
 def test_discrimination_of_the_peer_panel():
-    assert rk.discrimination(np.array([0.0, 0.0, 1.0, 1.0])) == 1.0  # panel splits: 4 / floor(16/4)
-    assert rk.discrimination(np.array([0.0, 1.0, 1.0])) == 1.0  # 2 / floor(9/4)
-    assert rk.discrimination(np.array([1.0, 1.0, 1.0])) == 0.0
-    assert rk.discrimination(np.array([0.25, 1.0])) == 0.75
-    assert math.isnan(rk.discrimination(np.array([0.5, np.nan])))
+    assert st.discrimination(np.array([0.0, 0.0, 1.0, 1.0])) == 1.0  # panel splits: 4 / floor(16/4)
+    assert st.discrimination(np.array([0.0, 1.0, 1.0])) == 1.0  # 2 / floor(9/4)
+    assert st.discrimination(np.array([1.0, 1.0, 1.0])) == 0.0
+    assert st.discrimination(np.array([0.25, 1.0])) == 0.75
+    assert math.isnan(st.discrimination(np.array([0.5, np.nan])))
 
 
 def panel_stats(rng: np.random.Generator, skill: dict[str, float], envs_per_author: int = 6) -> pd.DataFrame:
@@ -244,3 +245,19 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     tau = summary["skill_order_kendall_tau"].iloc[0]
     print(f"simulated models: solver ranking {table['model'].tolist()}, Kendall tau vs skill order = {tau:.2f}")
     assert tau >= 0.8
+
+
+def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistics_module():
+    """tests/fixtures/demo_marts: the lead's `make demo` warehouse at commit 4076198 (before core/stats/ existed):
+    its marts and the rankings the code of that commit computed from them (default RankingsConfig)."""
+    from pathlib import Path
+
+    from envduels_dagster.assets.rankings import sim_skill_ranks
+
+    data = Path(__file__).parent / "fixtures" / "demo_marts"
+    read = lambda name: pd.read_parquet(data / f"{name}.parquet")  # noqa: E731
+    table, summary = rk.compute_rankings(read("env_solver_stats"), read("duels"), n_boot=1000, seed=0,
+                                         bt_prior=0.5, n_perm=10000,
+                                         skill_rank=sim_skill_ranks(read("model_registry")) or None)
+    pd.testing.assert_frame_equal(table, read("rankings"), check_dtype=False, rtol=1e-12, atol=1e-12)
+    pd.testing.assert_frame_equal(summary, read("rankings_summary"), check_dtype=False, rtol=1e-12, atol=1e-12)

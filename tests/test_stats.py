@@ -140,3 +140,41 @@ def test_cluster_bootstrap_interval_covers_true_lift():
     coverage = float(np.mean(covered))
     print(f"python cluster-bootstrap coverage: {coverage:.3f}")
     assert coverage >= 0.90
+
+
+def test_one_training_rule_and_one_category_on_counts_rates_and_arrays():
+    from envduels_dagster.core.stats import admits, categorize, category, is_member
+
+    grid = [(c, h, n) for n in range(1, 7) for c in range(n + 1) for h in range(n + 1)]
+    cold = np.array([c / n for c, _, n in grid])
+    hint = np.array([h / n for _, h, n in grid])
+    labels = categorize(cold, hint)
+    assert [category(c, h) for c, h, _ in grid] == labels.tolist()
+    assert set(labels) == {"wasted", "noise", "learnable"}
+    for max_cold, min_hint in ((0.0, 0.5), (0.25, 1 / 3), (0.0, 1.0)):
+        member = admits(cold, hint, max_cold, min_hint)
+        assert [is_member(c, h, n, max_cold, min_hint) for c, h, n in grid] == member.tolist()
+    assert is_member(0, 2, 4) and not is_member(0, 1, 4) and not is_member(1, 4, 4) and not is_member(0, 0, 0)
+    assert is_member(0, 1, 3, min_hint=1 / 3)  # the threshold is inclusive despite 1/3 rounding
+
+
+def test_training_candidates_follow_the_rule_and_env_solver_stats_the_category():
+    from envduels_dagster.core.stats import admits, categorize
+
+    stats = env_solver_stats(hand_table())
+    assert stats["category"].tolist() == categorize(stats["p_cold"].to_numpy(), stats["p_hint"].to_numpy()).tolist()
+    for max_cold, min_hint in ((0.0, 0.5), (0.25, 0.25), (1.0, 0.0)):
+        picked = set(training_candidates(stats, "S", max_cold, min_hint)["env_id"])
+        mine = stats[stats["solver"] == "S"]
+        assert picked == set(mine.loc[admits(mine["p_cold"], mine["p_hint"], max_cold, min_hint), "env_id"])
+    assert set(training_candidates(stats, "S")["env_id"]) == {"E2"}
+
+
+def test_paired_bootstrap_is_the_cluster_bootstrap_of_one_value_clusters():
+    from envduels_dagster.core.stats import paired_bootstrap
+
+    deltas = np.random.default_rng(3).normal(0.1, 0.3, 25)
+    assert paired_bootstrap(deltas, n_boot=500, seed=4) == cluster_bootstrap_mean([[d] for d in deltas], n_boot=500,
+                                                                                  seed=4)
+    with_nan = np.append(deltas, np.nan)
+    assert paired_bootstrap(with_nan, n_boot=500, seed=4) == paired_bootstrap(deltas, n_boot=500, seed=4)

@@ -16,10 +16,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from envduels_dagster.core.coevolution import spearman_with_permutation
 from envduels_dagster.core.episodes import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.sandbox import SandboxLimits
+from envduels_dagster.core.stats.ranks import spearman_with_permutation
 
 COLUMNS = ["learner", "author", "lift", "n_train_envs", "n_heldout_envs", "cold_before", "cold_after", "gain"]
 
