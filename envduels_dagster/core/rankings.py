@@ -212,6 +212,8 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     ``skill_rank`` (documented order of simulated models, 1 = strongest) adds the Kendall tau between it and
     the solver ranking to the summary.
     """
+    if len(duels):  # the mart's row order is not deterministic; the duel bootstrap draws rows by position
+        duels = duels.sort_values(["model_a", "model_b"], kind="stable").reset_index(drop=True)
     panel = panel_from_stats(stats)
     blocks, reps = _scores(panel, cluster_weights(panel.authors, n_boot, seed), alpha)
     models = sorted(set(panel.solvers) | set(reps["authors"]) | set(duels.get("model_a", []))
