@@ -178,3 +178,27 @@ def test_paired_bootstrap_is_the_cluster_bootstrap_of_one_value_clusters():
                                                                                   seed=4)
     with_nan = np.append(deltas, np.nan)
     assert paired_bootstrap(with_nan, n_boot=500, seed=4) == paired_bootstrap(deltas, n_boot=500, seed=4)
+
+
+def test_t_interval_over_environments_by_hand_and_below_its_minimum():
+    from envduels_dagster.core.stats import MIN_ENVS, difference_interval, mean_interval
+
+    ci = mean_interval([0.0, 0.25, 0.5])  # mean 0.25, sd 0.25, se 0.25/sqrt(3), t(2) = 4.3027
+    assert ci.reason is None and ci.estimate == pytest.approx(0.25)
+    half = 4.302652729749 * 0.25 / np.sqrt(3)
+    assert (ci.lower, ci.upper) == pytest.approx((0.25 - half, 0.25 + half))
+    high = mean_interval([0.75, 1.0, 1.0, 0.5])  # 0.8125 + 3.1824 * 0.1197 > 1: cut to the range of a lift
+    assert high.upper == 1.0 and high.lower == pytest.approx(0.8125 - 3.182446305284 * np.std([.75, 1, 1, .5], ddof=1) / 2)
+    ci = mean_interval([0.1, 0.2, 0.3, 0.4, np.nan])
+    half = 3.182446305284 * np.std([0.1, 0.2, 0.3, 0.4], ddof=1) / 2
+    assert (ci.lower, ci.upper) == pytest.approx((0.25 - half, 0.25 + half))
+    short = mean_interval([0.5] * (MIN_ENVS - 1) + [np.nan])
+    assert short.estimate == 0.5 and np.isnan(short.lower) and np.isnan(short.upper)
+    assert short.reason == f"insufficient data: {MIN_ENVS - 1} environments (an interval needs at least {MIN_ENVS})"
+    flat = mean_interval([0.25, 0.25, 0.25, 0.25])
+    assert np.isnan(flat.lower) and "same value" in flat.reason
+    # Welch: var .25 over 3 and 1/24 over 4; se^2 = 1/12 + 1/96; df = se^4 / ((1/12)^2/2 + (1/96)^2/3) = 2.5 -> 2
+    d = difference_interval([0.0, 0.5, 1.0], [0.0, 0.25, 0.5, 0.25])
+    se = np.sqrt(1 / 12 + 1 / 96)
+    assert d.estimate == pytest.approx(0.25) and d.upper - d.estimate == pytest.approx(4.302652729749 * se)
+    assert difference_interval([0.0, 1.0], [0.0, 0.5, 1.0]).reason.startswith("insufficient data: 2 environments")

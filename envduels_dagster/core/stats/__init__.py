@@ -7,6 +7,7 @@ mirror a few of them in SQL; tests/test_marts.py holds each mirror equal to this
 
 * ``rules``: categories (wasted / noise / learnable) and the training rule.
 * ``lift``: matched seeds, per (environment, solver) statistics, pair lift, training candidates.
+* ``intervals``: Student-t intervals over environments (a mean, a Welch difference) with a stated minimum.
 * ``bootstrap``: cluster / paired bootstrap of a mean, stratified cluster weights, percentile intervals.
 * ``ranks``: average ranks, Spearman, Kendall, permutation p-values.
 * ``discrimination``: the peer panel's discrimination (author design score).
@@ -20,6 +21,7 @@ from envduels_dagster.core.stats.bootstrap import (
     percentile_interval,
     stratified_cluster_weights,
 )
+from envduels_dagster.core.stats.intervals import MIN_ENVS, Interval, difference_interval, mean_interval, t_critical
 from envduels_dagster.core.stats.discrimination import discrimination, discrimination_rows
 from envduels_dagster.core.stats.lift import env_solver_stats, matched_seeds, pair_lift, training_candidates
 from envduels_dagster.core.stats.ranks import (
@@ -34,6 +36,7 @@ from envduels_dagster.core.stats.rules import LEARNABLE, NOISE, WASTED, admits, 
 from envduels_dagster.core.stats.tournament import bradley_terry, bradley_terry_bootstrap, cyclic_triads, wins_matrix
 
 __all__ = [
+    "MIN_ENVS", "Interval", "difference_interval", "mean_interval", "t_critical",
     "LEARNABLE", "NOISE", "WASTED", "admits", "bootstrap_mean", "bradley_terry", "bradley_terry_bootstrap", "categorize", "category", "cluster_bootstrap_mean",
     "cyclic_triads", "discrimination", "discrimination_rows", "env_solver_stats", "is_member", "kendall_tau", "matched_seeds",
     "paired_bootstrap", "pair_lift", "percentile_interval", "permutation_pvalue", "rank_desc", "rowwise_spearman",

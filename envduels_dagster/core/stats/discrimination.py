@@ -27,3 +27,25 @@ def discrimination_rows(results: np.ndarray) -> np.ndarray:
 def discrimination(results) -> float:
     """Discrimination of one environment's peer results: 1 when the panel splits in half, 0 when unanimous."""
     return float(discrimination_rows(np.asarray(results, dtype=float)[None, :])[0])
+
+
+def corrected_discrimination_rows(rates: np.ndarray, n_seeds: np.ndarray) -> np.ndarray:
+    """(E,) seed-noise-corrected discrimination on the squared scale (NaN if fewer than 2 peers).
+
+    Why: observed rates r_i = k_i/m_i scatter around the true p_i even when every peer is alike, so
+    sum |r_i - r_j| is positive for identical peers (0.41 for four peers at p = 0.5 with 4 seeds). On the
+    squared scale the noise can be removed exactly: E[(r_i - r_j)^2] = (p_i - p_j)^2 + V_i + V_j with
+    V_i = p_i (1 - p_i) / m_i, estimated without bias by v_i = r_i (1 - r_i) / (m_i - 1). So
+    [sum_{i<j} (r_i - r_j)^2 - (n - 1) sum_i v_i] / floor(n^2/4) is unbiased for
+    sum_{i<j} (p_i - p_j)^2 / floor(n^2/4): 1 for a panel split 0/1, 0 for identical peers (it can be
+    negative in one environment; its mean over environments is what is reported). Solvers with fewer than
+    2 seeds are left out (their noise cannot be estimated)."""
+    r = np.atleast_2d(np.asarray(rates, dtype=float))
+    m = np.atleast_2d(np.asarray(n_seeds, dtype=float))
+    use = ~np.isnan(r) & (m >= 2)
+    r0 = np.where(use, r, 0.0)
+    n = use.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        v = np.where(use, r0 * (1 - r0) / np.where(use, m - 1, 1), 0.0)
+        squared = n * (r0 ** 2).sum(axis=1) - r0.sum(axis=1) ** 2
+        return np.where(n >= 2, (squared - (n - 1) * v.sum(axis=1)) / np.maximum(n * n // 4, 1), np.nan)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.stats.bootstrap import cluster_bootstrap_mean
+from envduels_dagster.core.stats.intervals import mean_interval
 from envduels_dagster.core.stats.rules import admits, categorize
 
 
@@ -47,25 +48,30 @@ def env_solver_stats(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
-    """Mean matched-seed lift per (author, solver) with a cluster-bootstrap 95% interval.
+    """Mean matched-seed lift per (author, solver) with a cluster-bootstrap 95% interval (lift_lower/_upper)
+    and the calibrated Student-t interval over environments (lift_ci_lower/_upper, NaN with lift_ci_reason
+    when not given; core/stats/intervals.py).
 
     Environments weigh equally (DESIGN §6), for p_cold and p_hint too, so lift = p_hint - p_cold.
-    The dbt model ``pair_lift`` computes the same figures in SQL (its interval from hash-seeded draws).
+    The dbt model ``pair_lift`` computes the same figures in SQL (its bootstrap from hash-seeded draws; the
+    t interval identical).
     """
     cols = ["author", "solver", "is_self_pair", "n_envs", "n_matched", "n_incomplete", "p_cold", "p_hint",
-            "lift", "lift_lower", "lift_upper"]
+            "lift", "lift_lower", "lift_upper", "lift_ci_lower", "lift_ci_upper", "lift_ci_reason"]
     m = matched_seeds(episodes)
     rows = []
     incomplete = episodes[episodes["status"] == "incomplete"].groupby(["author", "solver"]).size()
     for (author, solver), grp in m.groupby(["author", "solver"]):
         clusters = [(e["y_hint"] - e["y_cold"]).to_numpy() for _, e in grp.groupby("env_id")]
         lift, lo, hi = cluster_bootstrap_mean(clusters, n_boot=n_boot)
+        ci = mean_interval([float(np.mean(c)) for c in clusters])
         rows.append({"author": author, "solver": solver, "is_self_pair": author == solver,
                      "n_envs": grp["env_id"].nunique(), "n_matched": len(grp),
                      "n_incomplete": int(incomplete.get((author, solver), 0)),
                      "p_cold": grp.groupby("env_id")["y_cold"].mean().mean(),
                      "p_hint": grp.groupby("env_id")["y_hint"].mean().mean(),
-                     "lift": lift, "lift_lower": lo, "lift_upper": hi})
+                     "lift": lift, "lift_lower": lo, "lift_upper": hi, "lift_ci_lower": ci.lower,
+                     "lift_ci_upper": ci.upper, "lift_ci_reason": ci.reason})
     return pd.DataFrame(rows, columns=cols)
 
 
