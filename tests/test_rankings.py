@@ -13,6 +13,7 @@ import pytest
 from envduels_dagster.core import convergence as conv
 from envduels_dagster.core import rankings as rk
 from envduels_dagster.core import stats as st
+from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows
 
 # ----------------------------------------------------------------------------------- Bradley-Terry
 
@@ -265,9 +266,28 @@ def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistic
                                         n_perm=10000, skill_rank=sim_skill_ranks(read("model_registry")) or None)
     table, summary = run(duels)
     bt_interval = ["bt_strength_lower", "bt_strength_upper"]
-    pd.testing.assert_frame_equal(table.drop(columns=bt_interval), read("rankings").drop(columns=bt_interval),
-                                  check_dtype=False, rtol=1e-12, atol=1e-12)
-    pd.testing.assert_frame_equal(summary, read("rankings_summary"), check_dtype=False, rtol=1e-12, atol=1e-12)
+    before, before_summary = read("rankings"), read("rankings_summary")
+    assert list(table.columns[:len(before.columns)]) == list(before.columns)  # columns only added, at the end
+    kept = [c for c in before.columns if c not in bt_interval]
+    pd.testing.assert_frame_equal(table[kept], before[kept], check_dtype=False, rtol=1e-12, atol=1e-12)
+    assert list(summary.columns[:len(before_summary.columns)]) == list(before_summary.columns)
+    pd.testing.assert_frame_equal(summary[before_summary.columns], before_summary, check_dtype=False,
+                                  rtol=1e-12, atol=1e-12)
     shuffled, _ = run(duels.sample(frac=1.0, random_state=1))
     assert duels["model_a"].tolist() != duels.sort_values(["model_a", "model_b"])["model_a"].tolist()
     pd.testing.assert_frame_equal(shuffled, table)
+
+
+def test_corrected_design_score_is_zero_for_identical_peers_and_one_for_a_split_panel():
+    rng = np.random.default_rng(5)
+    k = rng.binomial(4, 0.5, size=(4000, 4))  # 4 identical peers at p = 0.5, 4 seeds, 4000 environments
+    rates, seeds = k / 4, np.full(k.shape, 4)
+    raw = st.discrimination_rows(rates).mean()
+    corrected = corrected_discrimination_rows(rates, seeds).mean()
+    assert raw == pytest.approx(0.41, abs=0.02)  # the inflation issue 16 measured
+    assert abs(corrected) < 0.01
+    assert corrected_discrimination_rows(np.array([[0.0, 0.0, 1.0, 1.0]]), np.full((1, 4), 4))[0] == 1.0
+    # two peers with true rates 0.2 and 0.8: unbiased for (0.2 - 0.8)^2 / floor(4/4) = 0.36
+    k2 = np.stack([rng.binomial(6, 0.2, 20000), rng.binomial(6, 0.8, 20000)], axis=1)
+    assert corrected_discrimination_rows(k2 / 6, np.full(k2.shape, 6)).mean() == pytest.approx(0.36, abs=0.01)
+    assert math.isnan(corrected_discrimination_rows(np.array([[0.5, np.nan]]), np.array([[4, 4]]))[0])

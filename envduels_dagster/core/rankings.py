@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
-from envduels_dagster.core.stats.discrimination import discrimination_rows
+from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
 from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
 from envduels_dagster.core.stats.tournament import bradley_terry, bradley_terry_bootstrap, cyclic_triads, wins_matrix
 
@@ -45,6 +45,7 @@ class Panel:
     p_cold: np.ndarray  # (E, S)
     p_hint: np.ndarray
     lift: np.ndarray
+    n_seeds: np.ndarray | None = None  # (E, S) matched seeds, when the stats carry them
 
     def __post_init__(self) -> None:
         #: (E, S) True where the solver has results on the environment and did not write it.
@@ -65,7 +66,8 @@ def panel_from_stats(stats: pd.DataFrame) -> Panel:
 
     return Panel(env_ids=envs.index.to_numpy(), authors=envs["author"].to_numpy(dtype=object),
                  domains=envs["domain"].to_numpy(dtype=object), solvers=solvers,
-                 p_cold=matrix("p_cold"), p_hint=matrix("p_hint"), lift=matrix("lift"))
+                 p_cold=matrix("p_cold"), p_hint=matrix("p_hint"), lift=matrix("lift"),
+                 n_seeds=matrix("n_seeds") if "n_seeds" in stats else None)
 
 
 def cluster_weights(authors: np.ndarray, n_boot: int, seed: int = 0) -> np.ndarray:
@@ -103,6 +105,13 @@ def env_discrimination(panel: Panel) -> np.ndarray:
     return discrimination_rows(np.where(panel.peer, panel.p_cold, np.nan))
 
 
+def env_discrimination_corrected(panel: Panel) -> np.ndarray:
+    """(E,) seed-noise-corrected discrimination (squared scale) of each environment's peer cold results."""
+    if panel.n_seeds is None:
+        return np.full(len(panel.env_ids), np.nan)
+    return corrected_discrimination_rows(np.where(panel.peer, panel.p_cold, np.nan), panel.n_seeds)
+
+
 def author_scores(panel: Panel, per_env: np.ndarray, weights: np.ndarray) -> tuple[list[str], np.ndarray]:
     """(R, A) weighted mean over each author's environments of a per-environment figure."""
     authors = sorted(set(panel.authors))
@@ -135,6 +144,9 @@ def _scores(panel: Panel, weights: np.ndarray, alpha: float) -> tuple[list[tuple
     _, hint_boot = author_scores(panel, peer_lift, weights)
     _, design_point = author_scores(panel, disc, ones)
     _, design_boot = author_scores(panel, disc, weights)
+    corrected = env_discrimination_corrected(panel)
+    _, corrected_point = author_scores(panel, corrected, ones)
+    _, corrected_boot = author_scores(panel, corrected, weights)
     blocks = [
         (panel.solvers, _columns("solver_score", solver_scores(panel, ones)[0], solver_boot, True, alpha)),
         (panel.solvers, _columns("solver_hinted", solver_scores(panel, ones, hinted=True)[0],
@@ -142,7 +154,9 @@ def _scores(panel: Panel, weights: np.ndarray, alpha: float) -> tuple[list[tuple
         (authors, _columns("author_score", hint_point[0], hint_boot, True, alpha)),
         (authors, _columns("design_score", design_point[0], design_boot, False, alpha)),
     ]
-    return blocks, {"authors": authors, "solver_boot": solver_boot, "hint_boot": hint_boot}
+    # Added after every older column (table shapes stay stable): the seed-noise-corrected design score.
+    late = [(authors, _columns("design_score_corrected", corrected_point[0], corrected_boot, False, alpha))]
+    return blocks, {"authors": authors, "solver_boot": solver_boot, "hint_boot": hint_boot, "late": late}
 
 
 def _bradley_terry_columns(duels: pd.DataFrame, models: list[str], n_boot: int, prior: float, seed: int,
@@ -226,6 +240,8 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
         df[name] = values
     if skill_rank:
         df["sim_skill_rank"] = [skill_rank.get(m) for m in models]
+    for names, cols in reps["late"]:
+        df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
     c, c_max, zeta = cyclic_triads(wins) if wins.size else (0.0, 0.0, float("nan"))
     summary = pd.DataFrame([{
         "n_models": len(models), "n_envs": len(panel.env_ids), "n_boot": n_boot,
