@@ -39,16 +39,18 @@ SHIFT = np.array([0.0, 0.05, 0.0, 0.05])
 BASE = (0.05, 0.30)
 
 
-def tournament(rng: np.random.Generator, group: int, envs: int, seeds: int) -> pd.DataFrame:
-    """Episode rows of one 4-model tournament (models g###.m0..m3)."""
+def tournament(rng: np.random.Generator, group: int, envs: int, seeds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Episode rows of one 4-model tournament (models g###.m0..m3), and the true rates per (env, solver)."""
     names = [f"g{group:03d}.m{i}" for i in range(4)]
-    frames = []
+    frames, truth = [], []
     for a, author in enumerate(names):
         base = rng.uniform(*BASE, envs) + SHIFT[a]
         u = rng.uniform(-0.1, 0.1, envs)
         for s, solver in enumerate(names):
             p_cold = base + SKILL[s]
             p_hint = p_cold + DELTA + u + rng.uniform(-0.05, 0.05, envs)
+            truth.append(pd.DataFrame({"env_id": [f"{author}.e{e:02d}" for e in range(envs)], "solver": solver,
+                                       "true_cold": p_cold, "true_hint": p_hint}))
             cold = rng.random((envs, seeds)) < p_cold[:, None]
             hint = rng.random((envs, seeds)) < p_hint[:, None]
             env = np.repeat([f"{author}.e{e:02d}" for e in range(envs)], seeds)
@@ -56,7 +58,7 @@ def tournament(rng: np.random.Generator, group: int, envs: int, seeds: int) -> p
             for cond, y in (("cold", cold), ("hinted", hint)):
                 frames.append(pd.DataFrame({"env_id": env, "author": author, "solver": solver, "condition": cond,
                                             "seed": seed, "status": np.where(y.ravel(), "success", "failure")}))
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True), pd.concat(truth, ignore_index=True)
 
 
 def truths(names: list[str]) -> dict[str, dict[str, float]]:
@@ -67,8 +69,46 @@ def truths(names: list[str]) -> dict[str, dict[str, float]]:
     solver = {m: float(np.mean([mean_base + SHIFT[a] for a in range(4) if a != s]) + SKILL[s])
               for s, m in enumerate(names)}
     design = {m: discrimination(np.delete(SKILL, a)) for a, m in enumerate(names)}
+    squared = {}
+    for a, m in enumerate(names):
+        p = np.delete(SKILL, a)
+        squared[m] = float((len(p) * (p ** 2).sum() - p.sum() ** 2) / (len(p) ** 2 // 4))
     return {"solver_score": solver, "solver_hinted": {m: v + DELTA for m, v in solver.items()},
-            "author_score": {m: DELTA for m in names}, "design_score": design}
+            "author_score": {m: DELTA for m in names}, "design_score": design, "design_score_corrected": squared}
+
+
+def admission_rows(envs: int, stats: pd.DataFrame, true_rates: pd.DataFrame) -> list[dict]:
+    """Training admission on every peer (environment, solver): the fixed rule vs the posterior probability.
+
+    Truly learnable: true cold rate <= 0.25 and true hinted rate >= 0.5 (the posterior's definition)."""
+    from envduels_dagster.core.stats import admits, learnable_probability
+    from envduels_dagster.core.stats.admission import fit_beta_prior
+
+    s = stats[~stats["is_self_pair"]].merge(true_rates, on=["env_id", "solver"])
+    truth = (s["true_cold"] <= 0.25) & (s["true_hint"] >= 0.5)
+    n = s["n_seeds"].to_numpy(float)
+    cold, hint = np.rint(s["p_cold"] * n), np.rint(s["p_hint"] * n)
+    jeffreys = learnable_probability(cold, hint, n)
+    # empirical Bayes per learner, as admission_table does
+    empirical = np.zeros(len(s))
+    for solver in s["solver"].unique():
+        m = (s["solver"] == solver).to_numpy()
+        empirical[m] = learnable_probability(cold[m], hint[m], n[m], 0.25, 0.5, fit_beta_prior(cold[m], n[m]),
+                                             fit_beta_prior(hint[m], n[m]))
+    out = []
+    truth = truth.to_numpy()
+    for name, admitted, prob in (
+            ("rule p_cold=0 & p_hint>=.5", admits(s["p_cold"].to_numpy(), s["p_hint"].to_numpy()), None),
+            ("P(learnable)>=.5 Jeffreys", jeffreys >= 0.5, jeffreys),
+            ("P(learnable)>=.5 empirical", empirical >= 0.5, empirical)):
+        false = float((~truth[admitted]).mean()) if admitted.any() else float("nan")
+        note = (f"admitted {int(admitted.sum())}/{int(truth.sum())} learnable, false {false:.3f}, "
+                f"missed {float((~admitted[truth]).mean()) if truth.any() else float('nan'):.3f}")
+        if prob is not None and admitted.any():
+            note += f", expected false {float((1 - prob[admitted]).mean()):.3f}"
+        out.append({"envs": envs, "figure": f"admission: {name}", "path": "python", "n": len(s),
+                    "reported": float("nan"), "coverage": float("nan"), "width": float("nan"), "note": note})
+    return out
 
 
 def build_warehouse(db: Path, episodes: pd.DataFrame) -> None:
@@ -112,7 +152,9 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
     from envduels_dagster.core.stats import pair_lift
 
     rng = np.random.default_rng(seed + envs)
-    episodes = pd.concat([tournament(rng, g, envs, seeds) for g in range(groups)], ignore_index=True)
+    drawn = [tournament(rng, g, envs, seeds) for g in range(groups)]
+    episodes = pd.concat([e for e, _ in drawn], ignore_index=True)
+    true_rates = pd.concat([t for _, t in drawn], ignore_index=True)
     db = workdir / f"calibration-{envs}.duckdb"
     t0 = time.perf_counter()
     build_warehouse(db, episodes)
@@ -142,6 +184,7 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
     add("duels lift_diff (null)", "dbt", duels["lift_diff_lower"], duels["lift_diff_upper"], 0.0,
         extra=f"decided {decided.mean():.3f} of {len(duels)}")
 
+    rows += admission_rows(envs, stats, true_rates)
     per_fig: dict[str, list] = {}
     t1 = time.perf_counter()
     for g in range(groups):
@@ -155,7 +198,7 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
             per_fig.setdefault(fig, []).append((table[f"{fig}_lower"], table[f"{fig}_upper"], t, table[fig]))
         per_fig.setdefault("role_rho", []).append(summary[["role_p_value"]])
     t_rank = time.perf_counter() - t1
-    for fig in ("solver_score", "solver_hinted", "author_score", "design_score"):
+    for fig in ("solver_score", "solver_hinted", "author_score", "design_score", "design_score_corrected"):
         lo, hi, t, est = (pd.concat([x[i] for x in per_fig[fig]]) for i in range(4))
         add(fig, "python", lo, hi, t, extra=f"bias {float((est - t).mean()):+.3f}")
     p = pd.concat(per_fig["role_rho"])["role_p_value"]

@@ -202,3 +202,34 @@ def test_t_interval_over_environments_by_hand_and_below_its_minimum():
     se = np.sqrt(1 / 12 + 1 / 96)
     assert d.estimate == pytest.approx(0.25) and d.upper - d.estimate == pytest.approx(4.302652729749 * se)
     assert difference_interval([0.0, 1.0], [0.0, 0.5, 1.0]).reason.startswith("insufficient data: 2 environments")
+
+
+def test_learnable_probability_by_hand_and_its_calibration():
+    from scipy.stats import beta
+
+    from envduels_dagster.core.stats import learnable_probability
+
+    p = float(learnable_probability(0, 2, 4))  # Jeffreys: Beta(.5, 4.5) below .25 times Beta(2.5, 2.5) above .5
+    assert p == pytest.approx(beta.cdf(0.25, 0.5, 4.5) * 0.5)
+    assert learnable_probability(0, 4, 4) > 0.8 > learnable_probability(0, 2, 4) and learnable_probability(1, 4, 4) < 0.5
+    # Calibration: environments whose true rates are drawn from the prior-like population; among those given
+    # p in a bin, the share truly learnable matches the bin (the posterior is the truth's conditional law).
+    rng = np.random.default_rng(11)
+    pc, ph = rng.beta(0.5, 0.5, 200000), rng.beta(0.5, 0.5, 200000)
+    cold, hint = rng.binomial(4, pc), rng.binomial(4, ph)
+    prob = learnable_probability(cold, hint, np.full(cold.shape, 4))
+    truth = (pc <= 0.25) & (ph >= 0.5)
+    for lo, hi in ((0.0, 0.2), (0.2, 0.5), (0.5, 1.0)):
+        sel = (prob >= lo) & (prob < hi)
+        assert truth[sel].mean() == pytest.approx(prob[sel].mean(), abs=0.01)
+
+
+def test_admission_table_rows_carry_probability_and_a_real_interval():
+    from envduels_dagster.core.stats import admission_table, expected_false_admissions
+
+    table = admission_table(env_solver_stats(hand_table()), "S", threshold=0.3)
+    assert table["env_id"].tolist() == ["E2", "E1"]  # E2: cold 0/4, hinted 3/4; E1: cold 1/4
+    assert table["admitted"].tolist() == [True, False]
+    assert (table["lift_post_lower"] < table["lift"]).all() and (table["lift"] < table["lift_post_upper"]).all()
+    assert (table["lift_post_upper"] - table["lift_post_lower"] > 0.5).all()  # 4 seeds: wide, never zero-width
+    assert expected_false_admissions(table) == pytest.approx(1 - table["p_learnable"].iloc[0])

@@ -8,12 +8,19 @@ mirror a few of them in SQL; tests/test_marts.py holds each mirror equal to this
 * ``rules``: categories (wasted / noise / learnable) and the training rule.
 * ``lift``: matched seeds, per (environment, solver) statistics, pair lift, training candidates.
 * ``intervals``: Student-t intervals over environments (a mean, a Welch difference) with a stated minimum.
+* ``admission``: training-set admission as the posterior probability that an environment is learnable.
 * ``bootstrap``: cluster / paired bootstrap of a mean, stratified cluster weights, percentile intervals.
 * ``ranks``: average ranks, Spearman, Kendall, permutation p-values.
 * ``discrimination``: the peer panel's discrimination (author design score).
 * ``tournament``: Bradley-Terry and cyclic triads of the duel tournament.
 """
 
+from envduels_dagster.core.stats.admission import (
+    admission_table,
+    expected_false_admissions,
+    learnable_probability,
+    lift_posterior_interval,
+)
 from envduels_dagster.core.stats.bootstrap import (
     bootstrap_mean,
     cluster_bootstrap_mean,
@@ -36,6 +43,7 @@ from envduels_dagster.core.stats.rules import LEARNABLE, NOISE, WASTED, admits, 
 from envduels_dagster.core.stats.tournament import bradley_terry, bradley_terry_bootstrap, cyclic_triads, wins_matrix
 
 __all__ = [
+    "admission_table", "expected_false_admissions", "learnable_probability", "lift_posterior_interval",
     "MIN_ENVS", "Interval", "difference_interval", "mean_interval", "t_critical",
     "LEARNABLE", "NOISE", "WASTED", "admits", "bootstrap_mean", "bradley_terry", "bradley_terry_bootstrap", "categorize", "category", "cluster_bootstrap_mean",
     "cyclic_triads", "discrimination", "discrimination_rows", "env_solver_stats", "is_member", "kendall_tau", "matched_seeds",
