@@ -232,6 +232,9 @@ def test_duels_and_rankings_of_a_transitive_tournament(built):
         assert ok.all(), fig
     summary = query(db, "SELECT * FROM rankings_summary").iloc[0]
     assert (summary.cyclic_triads, summary.kendall_zeta, summary.n_duels) == (0.0, 1.0, 3)
+    assert bool(summary.tournament_complete) and (summary.n_triads, summary.n_triads_complete) == (1, 1)
+    assert bool(summary.bt_converged) and summary.duel_decision_control.startswith("holm")
+    assert summary.n_decisive_duels_holm == 3  # smallest Welch t is 0.25 / 0.079 = 3.2 on 10 df: p = 0.01
 
 
 def test_sql_interval_covers_true_lift(built):

@@ -201,6 +201,9 @@ def test_design_convergence_clusters_span_authors():
     pq = table[(table.author_a == "p") & (table.author_b == "q")].iloc[0]
     assert pq.similarity > pq.null_mean and pq.n_env_pairs == 4
     assert 0 < pq.p_value <= 1
+    pairs = table[table["scope"] == "pair"].sort_values("p_value")
+    assert pairs["p_value_holm"].iloc[0] == pytest.approx(min(1.0, 3 * pairs["p_value"].iloc[0]))  # 3 author pairs
+    assert (pairs["p_value_holm"] >= pairs["p_value"]).all() and table.loc[table.scope != "pair", "p_value_holm"].isna().all()
     clusters = members.groupby("cluster_id").agg(authors=("authors", "first"), family=("family", "first"),
                                                  size=("env_id", "size"))
     assert clusters.to_dict("records") == [{"authors": "p, q, r", "family": "maze", "size": 3},
@@ -291,3 +294,47 @@ def test_corrected_design_score_is_zero_for_identical_peers_and_one_for_a_split_
     k2 = np.stack([rng.binomial(6, 0.2, 20000), rng.binomial(6, 0.8, 20000)], axis=1)
     assert corrected_discrimination_rows(k2 / 6, np.full(k2.shape, 6)).mean() == pytest.approx(0.36, abs=0.01)
     assert math.isnan(corrected_discrimination_rows(np.array([[0.5, np.nan]]), np.array([[4, 4]]))[0])
+
+
+def test_triads_of_an_incomplete_tournament_count_only_complete_triples():
+    from envduels_dagster.core.stats.tournament import observed_triads
+
+    wins = np.zeros((3, 3))
+    wins[0, 1] = wins[1, 2] = 1.0  # a > b, b > c, a - c never played
+    played = (wins + wins.T) > 0
+    assert st.cyclic_triads(wins)[0] == 1.0  # the round-robin formula sees a cycle that is not there
+    assert observed_triads(wins, played) == (0.0, 0, 1)
+    rng = np.random.default_rng(2)
+    for _ in range(20):  # on complete tournaments (ties included) both counts agree
+        n = int(rng.integers(3, 8))
+        score = rng.choice([0.0, 0.5, 1.0], size=(n, n))
+        upper = np.triu(score, 1)
+        full = upper + np.triu(1 - score, 1).T
+        c, _, _ = st.cyclic_triads(full)
+        obs, complete, total = observed_triads(full, ~np.eye(n, dtype=bool))
+        assert complete == total == math.comb(n, 3) and obs == pytest.approx(c)
+
+
+def test_bradley_terry_reports_convergence_and_refuses_an_unbeaten_model_without_prior():
+    from envduels_dagster.core.stats.tournament import bradley_terry_fit
+
+    fit = bradley_terry_fit(np.array([[0, 2.0, 1.0], [1.0, 0, 2.0], [1.0, 1.0, 0]]))
+    assert fit.converged and 1 <= fit.iterations < 50
+    assert not bradley_terry_fit(np.array([[0, 2.0, 1.0], [1.0, 0, 2.0], [1.0, 1.0, 0]]), max_iter=1).converged
+    with pytest.raises(ValueError, match="without any loss"):
+        bradley_terry_fit(np.array([[0, 2.0, 1.0], [0.0, 0, 1.0], [0.0, 1.0, 0]]))  # model 0 never lost
+
+
+def test_rankings_summary_of_an_incomplete_tournament_and_the_holm_family():
+    rng = np.random.default_rng(4)
+    stats = panel_stats(rng, {"a": 0.8, "b": 0.5, "c": 0.3, "d": 0.2})
+    duels = pd.DataFrame({"model_a": ["a", "b", "a"], "model_b": ["b", "c", "d"], "outcome": ["a", "a", "tie"],
+                          "score_a": [1.0, 1.0, 0.5], "lift_diff": [0.4, 0.3, 0.01], "lift_diff_se": [0.1, 0.2, 0.1],
+                          "diff_df": [10.0, 10.0, 10.0]})
+    _, summary = rk.compute_rankings(stats, duels, n_boot=50, n_perm=100)
+    s = summary.iloc[0]
+    assert not s.tournament_complete and math.isnan(s.kendall_zeta)
+    assert (s.n_triads, s.n_triads_complete, s.cyclic_triads) == (4, 0, 0.0)
+    assert bool(s.bt_converged)
+    # Welch p: 0.4/0.1 -> t = 4 (p = 0.0025), 1.5 (p = 0.16), 0.1; Holm: 3 x 0.0025 < 0.05, 2 x 0.16 > 0.05
+    assert s.n_decisive_duels_holm == 1 and s.duel_decision_control.startswith("holm")

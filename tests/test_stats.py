@@ -233,3 +233,30 @@ def test_admission_table_rows_carry_probability_and_a_real_interval():
     assert (table["lift_post_lower"] < table["lift"]).all() and (table["lift"] < table["lift_post_upper"]).all()
     assert (table["lift_post_upper"] - table["lift_post_lower"] > 0.5).all()  # 4 seeds: wide, never zero-width
     assert expected_false_admissions(table) == pytest.approx(1 - table["p_learnable"].iloc[0])
+
+
+def test_holm_and_benjamini_hochberg_by_hand():
+    from envduels_dagster.core.stats.multiple import benjamini_hochberg, holm
+
+    p = np.array([0.01, 0.04, 0.03, np.nan, 0.005])
+    # Holm over the 4 defined: sorted .005, .01, .03, .04 -> x4, x3, x2, x1 = .02, .03, .06, .04 -> running max
+    assert holm(p)[[4, 0, 2, 1]] == pytest.approx([0.02, 0.03, 0.06, 0.06]) and np.isnan(holm(p)[3])
+    # BH: .005*4/1, .01*4/2, .03*4/3, .04*4/4 = .02, .02, .04, .04 (running min from the top)
+    assert benjamini_hochberg(p)[[4, 0, 2, 1]] == pytest.approx([0.02, 0.02, 0.04, 0.04])
+
+
+def test_welch_p_value_decides_exactly_when_the_welch_interval_excludes_zero():
+    from envduels_dagster.core.stats import difference_interval
+    from envduels_dagster.core.stats.intervals import welch_df
+    from envduels_dagster.core.stats.multiple import welch_p_value
+
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        a = rng.integers(0, 5, int(rng.integers(3, 9))) / 4
+        b = rng.integers(0, 5, int(rng.integers(3, 9))) / 4
+        ci = difference_interval(a, b, bounds=(-np.inf, np.inf))
+        if ci.reason:
+            continue
+        se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+        p = welch_p_value(ci.estimate, se, welch_df(a.var(ddof=1), a.size, b.var(ddof=1), b.size))
+        assert (p < 0.05) == (ci.lower > 0 or ci.upper < 0)

@@ -31,7 +31,15 @@ import pandas as pd
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
 from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
-from envduels_dagster.core.stats.tournament import bradley_terry, bradley_terry_bootstrap, cyclic_triads, wins_matrix
+from envduels_dagster.core.stats.multiple import HOLM, holm, welch_p_value
+from envduels_dagster.core.stats.tournament import (
+    BTFit,
+    bradley_terry_bootstrap,
+    bradley_terry_fit,
+    cyclic_triads,
+    observed_triads,
+    wins_matrix,
+)
 
 
 @dataclass
@@ -160,20 +168,46 @@ def _scores(panel: Panel, weights: np.ndarray, alpha: float) -> tuple[list[tuple
 
 
 def _bradley_terry_columns(duels: pd.DataFrame, models: list[str], n_boot: int, prior: float, seed: int,
-                           alpha: float) -> tuple[dict, np.ndarray]:
-    """bt_strength with its interval and bt_rank per model, and the points matrix of the models in duels."""
+                           alpha: float) -> tuple[dict, np.ndarray, np.ndarray, BTFit | None]:
+    """bt_strength with its interval and bt_rank per model; the points matrix of the models in duels, which of
+    their pairs dueled, and the point fit (None with fewer than 2 models)."""
     wins = wins_matrix(duels, models) if len(duels) else np.zeros((len(models), len(models)))
     in_duels = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", [])))
     sub = [models.index(m) for m in in_duels]
+    played = np.zeros((len(models), len(models)), dtype=bool)
+    for a, b in duels[["model_a", "model_b"]].itertuples(index=False) if len(duels) else []:
+        played[models.index(a), models.index(b)] = played[models.index(b), models.index(a)] = True
     theta, theta_lo, theta_hi = (np.full(len(models), np.nan) for _ in range(3))
+    fit = None
     if len(in_duels) >= 2:
-        point = bradley_terry(wins[np.ix_(sub, sub)], prior=prior)
+        fit = bradley_terry_fit(wins[np.ix_(sub, sub)], prior=prior)
         boot = bradley_terry_bootstrap(duels, in_duels, n_boot=n_boot, prior=prior, seed=seed)
-        lo, hi = percentile_interval(point, boot, alpha)
-        theta[sub], theta_lo[sub], theta_hi[sub] = point, lo, hi
+        lo, hi = percentile_interval(fit.theta, boot, alpha)
+        theta[sub], theta_lo[sub], theta_hi[sub] = fit.theta, lo, hi
     cols = {"bt_strength": theta, "bt_strength_lower": theta_lo, "bt_strength_upper": theta_hi,
             "bt_rank": rank_desc(theta)}
-    return cols, wins[np.ix_(sub, sub)]
+    return cols, wins[np.ix_(sub, sub)], played[np.ix_(sub, sub)], fit
+
+
+def _transitivity(wins: np.ndarray, played: np.ndarray) -> dict:
+    """Cyclic triads and Kendall's zeta; on an incomplete tournament only the triples with all three duels
+    count and zeta (defined for round robins) is NaN."""
+    n = wins.shape[0]
+    complete = bool(played[~np.eye(n, dtype=bool)].all()) if n else True
+    c, c_max, zeta = cyclic_triads(wins) if wins.size else (0.0, 0.0, float("nan"))
+    observed, n_complete, n_triads = observed_triads(wins, played)
+    if not complete:
+        c, zeta = observed, float("nan")
+    return {"cyclic_triads": c, "cyclic_triads_max": c_max, "kendall_zeta": zeta,
+            "tournament_complete": complete, "n_triads": n_triads, "n_triads_complete": n_complete}
+
+
+def _duel_family(duels: pd.DataFrame, alpha: float) -> dict:
+    """Duels decided after Holm's control over the whole family (needs the mart's lift_diff_se, diff_df)."""
+    if not len(duels) or "lift_diff_se" not in duels or "diff_df" not in duels:
+        return {"n_decisive_duels_holm": np.nan, "duel_decision_control": "none (each duel at its own level)"}
+    p = welch_p_value(duels["lift_diff"], duels["lift_diff_se"], duels["diff_df"])
+    return {"n_decisive_duels_holm": int(np.sum(holm(p) < alpha)), "duel_decision_control": HOLM}
 
 
 def _duel_record(duels: pd.DataFrame, models: list[str]) -> dict:
@@ -235,19 +269,23 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     df = pd.DataFrame({"model": models})
     for names, cols in blocks:
         df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
-    bt_cols, wins = _bradley_terry_columns(duels, models, n_boot, bt_prior, seed, alpha)
+    bt_cols, wins, played, fit = _bradley_terry_columns(duels, models, n_boot, bt_prior, seed, alpha)
     for name, values in {**bt_cols, **_duel_record(duels, models)}.items():
         df[name] = values
     if skill_rank:
         df["sim_skill_rank"] = [skill_rank.get(m) for m in models]
     for names, cols in reps["late"]:
         df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
-    c, c_max, zeta = cyclic_triads(wins) if wins.size else (0.0, 0.0, float("nan"))
+    triads = _transitivity(wins, played)
     summary = pd.DataFrame([{
         "n_models": len(models), "n_envs": len(panel.env_ids), "n_boot": n_boot,
         "n_duels": len(duels), "n_decisive_duels": int((duels["outcome"] != "tie").sum()) if len(duels) else 0,
-        "cyclic_triads": c, "cyclic_triads_max": c_max, "kendall_zeta": zeta,
+        **{k: triads[k] for k in ("cyclic_triads", "cyclic_triads_max", "kendall_zeta")},
         **_role_separation(df, panel, reps, n_perm, seed, alpha),
         "skill_order_kendall_tau": _skill_tau(df, skill_rank),
+        # added after the older columns
+        "bt_converged": fit.converged if fit else None, "bt_iterations": fit.iterations if fit else 0,
+        **{k: triads[k] for k in ("tournament_complete", "n_triads", "n_triads_complete")},
+        **_duel_family(duels, alpha),
     }])
     return df.sort_values(["solver_rank", "model"], na_position="last").reset_index(drop=True), summary

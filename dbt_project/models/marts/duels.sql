@@ -57,6 +57,7 @@ select model_a, model_b,
        n_envs_a::integer as n_envs_a,
        n_envs_b::integer as n_envs_b,
        df::double as diff_df,
+       se::double as lift_diff_se,
        interval_reason,
        'none (each duel at 5%)' as decision_control
 from bounded
