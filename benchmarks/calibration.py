@@ -196,9 +196,15 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
         for fig, values in truth.items():
             t = table["model"].map(values)
             per_fig.setdefault(fig, []).append((table[f"{fig}_lower"], table[f"{fig}_upper"], t, table[fig]))
+            if f"{fig}_ci_lower" in table:
+                per_fig.setdefault(f"{fig} t (_ci)", []).append(
+                    (table[f"{fig}_ci_lower"], table[f"{fig}_ci_upper"], t, table[fig]))
         per_fig.setdefault("role_rho", []).append(summary[["role_p_value"]])
     t_rank = time.perf_counter() - t1
-    for fig in ("solver_score", "solver_hinted", "author_score", "design_score", "design_score_corrected"):
+    for fig in ("solver_score", "solver_score t (_ci)", "solver_hinted", "author_score", "author_score t (_ci)",
+                "design_score", "design_score_corrected", "design_score_corrected t (_ci)"):
+        if fig not in per_fig:
+            continue
         lo, hi, t, est = (pd.concat([x[i] for x in per_fig[fig]]) for i in range(4))
         add(fig, "python", lo, hi, t, extra=f"bias {float((est - t).mean()):+.3f}")
     p = pd.concat(per_fig["role_rho"])["role_p_value"]

@@ -338,3 +338,30 @@ def test_rankings_summary_of_an_incomplete_tournament_and_the_holm_family():
     assert bool(s.bt_converged)
     # Welch p: 0.4/0.1 -> t = 4 (p = 0.0025), 1.5 (p = 0.16), 0.1; Holm: 3 x 0.0025 < 0.05, 2 x 0.16 > 0.05
     assert s.n_decisive_duels_holm == 1 and s.duel_decision_control.startswith("holm")
+
+
+def test_stratified_t_interval_of_a_solver_score_by_hand():
+    from envduels_dagster.core.rankings_intervals import ONE_PER_STRATUM, stratified_interval
+
+    values = np.array([0.4625, 0.525, 0.4, 0.525, 0.65])
+    strata = np.array(["a", "a", "b", "b", "b"])
+    domains = np.full(5, "d")
+    # var = [2 var(a) + 3 var(b)] / 5^2 = (2 x .001953 + 3 x .015625) / 25; Satterthwaite df 2.3 -> 2
+    var = (2 * np.var(values[:2], ddof=1) + 3 * np.var(values[2:], ddof=1)) / 25
+    lo, hi, reason = stratified_interval(values.mean(), values, domains, strata)
+    assert reason is None
+    assert (lo, hi) == pytest.approx((values.mean() - 4.302652729749 * np.sqrt(var), values.mean() + 4.302652729749 * np.sqrt(var)))
+    assert stratified_interval(0.5, np.array([0.5, 0.4, 0.6, np.nan]), np.full(4, "d"), np.array(["a", "b", "b", "c"]))[2] \
+        == ONE_PER_STRATUM
+
+
+def test_leaderboard_t_columns_are_added_after_the_older_ones():
+    stats = panel_stats(np.random.default_rng(9), {"a": 0.8, "b": 0.5, "c": 0.3, "d": 0.2})
+    table, _ = rk.compute_rankings(stats, pd.DataFrame(columns=["model_a", "model_b", "outcome", "score_a"]),
+                                   n_boot=50, n_perm=100)
+    tail = list(table.columns[-9:])
+    assert tail == [f"{f}_ci_{k}" for f in ("solver_score", "author_score", "design_score_corrected")
+                    for k in ("lower", "upper", "reason")]
+    shown = table["author_score_ci_reason"].isna()
+    assert shown.all()  # 6 environments per author
+    assert ((table["author_score_ci_lower"] < table["author_score"]) & (table["author_score"] < table["author_score_ci_upper"])).all()

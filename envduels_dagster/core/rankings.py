@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from envduels_dagster.core.rankings_intervals import author_intervals, stratified_interval
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
 from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
@@ -162,9 +163,28 @@ def _scores(panel: Panel, weights: np.ndarray, alpha: float) -> tuple[list[tuple
         (authors, _columns("author_score", hint_point[0], hint_boot, True, alpha)),
         (authors, _columns("design_score", design_point[0], design_boot, False, alpha)),
     ]
-    # Added after every older column (table shapes stay stable): the seed-noise-corrected design score.
-    late = [(authors, _columns("design_score_corrected", corrected_point[0], corrected_boot, False, alpha))]
+    # Added after every older column (table shapes stay stable): the seed-noise-corrected design score and
+    # the t intervals over environments (core/rankings_intervals.py).
+    late = [(authors, _columns("design_score_corrected", corrected_point[0], corrected_boot, False, alpha)),
+            (panel.solvers, _t_columns("solver_score", _solver_t(panel, blocks[0][1]["solver_score"], alpha))),
+            (authors, _t_columns("author_score", author_intervals(panel.authors, peer_lift, authors))),
+            (authors, _t_columns("design_score_corrected", author_intervals(panel.authors, corrected, authors)))]
     return blocks, {"authors": authors, "solver_boot": solver_boot, "hint_boot": hint_boot, "late": late}
+
+
+def _solver_t(panel: Panel, point: np.ndarray, alpha: float) -> dict:
+    """Per solver: (lower, upper, reason) of its cold score, strata = (domain, author) of the environments."""
+    out = {}
+    for j, solver in enumerate(panel.solvers):
+        values = np.where(panel.peer[:, j], panel.p_cold[:, j], np.nan)
+        out[solver] = stratified_interval(float(point[j]), values, panel.domains, panel.authors, alpha)
+    return out
+
+
+def _t_columns(prefix: str, intervals: dict) -> dict:
+    names = list(intervals)
+    return {f"{prefix}_ci_lower": [intervals[n][0] for n in names], f"{prefix}_ci_upper": [intervals[n][1] for n in names],
+            f"{prefix}_ci_reason": [intervals[n][2] for n in names]}
 
 
 def _bradley_terry_columns(duels: pd.DataFrame, models: list[str], n_boot: int, prior: float, seed: int,
