@@ -1,0 +1,180 @@
+"""Drive the live flow a user runs: ``envduels demo``, then ``dagster dev`` (webserver + daemon) on
+127.0.0.1, then a model appended to the registry while it runs.
+
+Why a real daemon: ``materialize`` in a test proves an asset, not the sensor, the automation conditions,
+the run queue and the blocking checks working together. Everything here goes through the same commands
+and files a user touches (the registry file, ``DAGSTER_HOME``); the test only reads the instance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_sim_registry(path: Path, names: list[str]) -> None:
+    path.write_text("models:\n" + "".join(f"  - name: {n}\n    model: envduels-sim/{n}\n" for n in names))
+
+
+def live_env(home: Path, registry: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENVDUELS_", "DAGSTER_"))}
+    env.update(ENVDUELS_HOME=str(home), ENVDUELS_REGISTRY=str(registry), DAGSTER_HOME=str(home / "dagster"),
+               PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def run_demo(env: dict[str, str], log: Path) -> None:
+    with open(log, "w") as out:
+        proc = subprocess.run([str(BIN / "envduels"), "demo"], cwd=REPO, env=env, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=900)
+    if proc.returncode != 0:
+        raise AssertionError(f"envduels demo failed (rc={proc.returncode}); log: {log}\n{log.read_text()[-3000:]}")
+
+
+@dataclasses.dataclass
+class RunInfo:
+    run_id: str
+    job_name: str
+    status: str
+    tags: dict
+    assets: list[str]
+    partition: str | None
+    created: float
+    ended: float | None
+
+
+@dataclasses.dataclass
+class LiveResult:
+    runs: list[RunInfo]
+    wall_s: float
+    settled: bool
+    log: Path
+
+    def by_status(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.runs:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+
+def _runs_since(instance, since: float) -> list[RunInfo]:
+    import dagster as dg
+
+    records = instance.get_run_records(dg.RunsFilter(created_after=_dt(since)))
+    out = []
+    for rec in records:
+        run = rec.dagster_run
+        keys = sorted(k.to_user_string() for k in (run.asset_selection or []))
+        out.append(RunInfo(run.run_id, run.job_name, run.status.value, dict(run.tags), keys,
+                           run.tags.get("dagster/partition"), rec.create_timestamp.timestamp(),
+                           rec.end_time))
+    return sorted(out, key=lambda r: r.created)
+
+
+def _dt(ts: float):
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc)
+
+
+class DagsterDev:
+    """``dagster dev -w workspace.yaml`` on 127.0.0.1 in its own process group."""
+
+    def __init__(self, env: dict[str, str], log: Path):
+        self.port = free_port()
+        self.log = log
+        self._out = open(log, "w")
+        self.proc = subprocess.Popen(
+            [str(BIN / "dagster"), "dev", "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(self.port)],
+            cwd=REPO, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"dagster dev exited early; log {self.log}:\n{self.log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/server_info", timeout=2):
+                    return
+            except OSError:
+                time.sleep(1)
+        raise AssertionError(f"dagster dev not ready in {timeout}s; log {self.log}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self._out.close()
+
+
+ACTIVE = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
+
+
+def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float, first_run_timeout_s: float = 180):
+    """Poll until runs created after ``since`` exist, none is active, and no new run came for ``quiet_s``."""
+    t0 = time.monotonic()
+    last_change, last_sig = time.monotonic(), None
+    while time.monotonic() - t0 < timeout_s:
+        runs = _runs_since(instance, since)
+        sig = tuple((r.run_id, r.status) for r in runs)
+        if sig != last_sig:
+            last_sig, last_change = sig, time.monotonic()
+        active = [r for r in runs if r.status in ACTIVE]
+        if not runs and time.monotonic() - t0 > first_run_timeout_s:
+            return runs, False
+        if runs and not active and time.monotonic() - last_change >= quiet_s:
+            return runs, True
+        time.sleep(3)
+    return _runs_since(instance, since), False
+
+
+def add_model_live(home: Path, first: list[str], added: str, quiet_s: float = 100, timeout_s: float = 1500,
+                   **extra_env: str) -> LiveResult:
+    """Demo on ``first``, then ``dagster dev``; append ``added`` to the registry; wait until nothing runs."""
+    import dagster as dg
+
+    home.mkdir(parents=True, exist_ok=True)
+    registry = home / "models.yaml"
+    write_sim_registry(registry, first)
+    env = live_env(home, registry, **extra_env)
+    run_demo(env, home / "demo.log")
+    dev = DagsterDev(env, home / "dagster-dev.log")
+    try:
+        dev.wait_ready()
+        old = os.environ.get("DAGSTER_HOME")
+        os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
+        try:
+            with dg.DagsterInstance.get() as instance:
+                time.sleep(5)  # let the daemon's first sensor ticks see the unchanged registry
+                t_added = time.time()
+                write_sim_registry(registry, [*first, added])
+                runs, settled = wait_until_settled(instance, t_added, quiet_s, timeout_s)
+        finally:
+            if old is None:
+                os.environ.pop("DAGSTER_HOME", None)
+            else:
+                os.environ["DAGSTER_HOME"] = old
+        wall = max((r.ended or r.created) for r in runs) - t_added if runs else 0.0
+        return LiveResult(runs, wall, settled, dev.log)
+    finally:
+        dev.stop()
