@@ -26,6 +26,8 @@ from envduels_dagster.core.stats import pair_lift as py_pair_lift
 from envduels_dagster.core.warehouse import ensure_schema
 from tests.test_stats import HAND_PAIRS, HAND_STATS, TRUE_LIFT, episodes, hand_table, seeds
 
+pytestmark = pytest.mark.slow  # one real dbt build (~20-50 s on this machine) serves the module
+
 MARTS = ["env_solver_stats", "pair_lift_bootstrap", "pair_lift", "author_scores", "solver_scores", "duels"]
 N_COVERAGE = 150
 

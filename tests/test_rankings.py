@@ -213,6 +213,7 @@ def test_design_convergence_clusters_span_authors():
 # ----------------------------------------------------------------------- simulated models: skill order
 
 
+@pytest.mark.slow
 def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     """Real play of the five simulated profiles (2 environments each, 4 seeds, peers only)."""
     from envduels_dagster.core.authoring import author_environments
