@@ -260,3 +260,29 @@ def test_welch_p_value_decides_exactly_when_the_welch_interval_excludes_zero():
         se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
         p = welch_p_value(ci.estimate, se, welch_df(a.var(ddof=1), a.size, b.var(ddof=1), b.size))
         assert (p < 0.05) == (ci.lower > 0 or ci.upper < 0)
+
+
+def test_stratified_permutation_keeps_a_between_learner_difference_out_of_the_null():
+    from envduels_dagster.core.stats import permutation_pvalue
+    from envduels_dagster.core.stats.ranks import stratified_permutation_pvalue
+
+    rng = np.random.default_rng(12)
+    # Two learners: the strong one sees higher lifts and gains more overall; within a learner, no association.
+    strata = np.repeat(["strong", "weak"], 12)
+    x = np.concatenate([rng.normal(1.0, 0.3, 12), rng.normal(0.0, 0.3, 12)])
+    y = np.concatenate([rng.normal(1.0, 0.3, 12), rng.normal(0.0, 0.3, 12)])
+    pooled_p, _ = permutation_pvalue(x, y, n_perm=2000)
+    rho, p, n = stratified_permutation_pvalue(x, y, strata, n_perm=2000)
+    assert pooled_p < 0.01 and rho > 0.5 and n == 2000
+    assert p > 0.05  # within learners there is nothing: the stratified null knows the learners differ
+    y_assoc = x + rng.normal(0, 0.05, 24)  # a real within-learner association is still found
+    assert stratified_permutation_pvalue(x, y_assoc, strata, n_perm=2000)[1] < 0.01
+
+
+def test_lift_learning_correlation_drops_rows_without_training_environments():
+    from envduels_dagster.core.learning_study import correlate
+
+    df = pd.DataFrame({"learner": ["l"] * 5, "author": list("abcde"), "lift": [0.1, 0.2, 0.3, 0.4, 0.5],
+                       "n_train_envs": [1, 2, 1, 0, 0], "gain": [0.0, 0.1, 0.2, 0.0, 0.0]})
+    rho, p, n = correlate(df)
+    assert n == 3 and rho == pytest.approx(1.0)  # the two untrained rows (gain 0 by construction) are out
