@@ -40,10 +40,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Literal
 
+from envduels_dagster.core.stats.rules import category, is_member
+
 if TYPE_CHECKING:
     from envduels_dagster.core.models.types import ChatGateway
-
-from envduels_dagster.core.stats.rules import category, is_member
 
 @dataclass(frozen=True)
 class AdaptivePolicy:
