@@ -12,17 +12,13 @@ import pytest
 
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
-from envduels_dagster.core.progress import progress_table
-from envduels_dagster.assets.rounds.assets import round_assets
-from envduels_dagster.core.coevolution import (
-    REDACTED,
-    build_digest_messages,
-    discrimination,
-    paired_change,
-    spearman_with_permutation,
-)
-from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
+from envduels_dagster.assets.rounds.assets import round_assets
+from envduels_dagster.core.coevolution import REDACTED, build_digest_messages
+from envduels_dagster.core.progress import progress_table
+from envduels_dagster.core.protocol import EnvironmentSpec
+from envduels_dagster.core.stats import discrimination, spearman_with_permutation
+from envduels_dagster.core.stats import paired_bootstrap as paired_change
 from tests.conftest import pipeline_resources, write_registry
 
 MODELS = ["expert", "journeyman", "novice"]

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from envduels_dagster.core.coevolution import env_scores, paired_change, spearman_with_permutation
+from envduels_dagster.core.coevolution import env_scores
+from envduels_dagster.core.stats import paired_bootstrap as paired_change
+from envduels_dagster.core.stats import spearman_with_permutation
 
 COLUMNS = ["author", "round", "n_pairs", "solver_skill", "design_before", "design_after", "design_change",
            "design_change_lower", "design_change_upper", "hint_before", "hint_after", "hint_change",
