@@ -309,7 +309,7 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
         df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
     triads = _transitivity(wins, played)
     summary = pd.DataFrame([{
-        "round": round_, "n_models": len(models), "n_envs": len(panel.env_ids), "n_boot": n_boot,
+        "n_models": len(models), "n_envs": len(panel.env_ids), "n_boot": n_boot,
         "n_duels": len(duels), "n_decisive_duels": int((duels["outcome"] != "tie").sum()) if len(duels) else 0,
         **{k: triads[k] for k in ("cyclic_triads", "cyclic_triads_max", "kendall_zeta")},
         **_role_separation(df, panel, reps, n_perm, seed, alpha),
@@ -318,8 +318,9 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
         "bt_converged": fit.converged if fit else None, "bt_iterations": fit.iterations if fit else 0,
         **{k: triads[k] for k in ("tournament_complete", "n_triads", "n_triads_complete")},
         **_duel_family(duels, alpha),
+        "round": round_,  # added after the older columns, like the ones above
     }])
-    df.insert(0, "round", round_)
+    df["round"] = round_  # the last column: older columns keep their places
     return df.sort_values(["solver_rank", "model"], na_position="last").reset_index(drop=True), summary
 
 
