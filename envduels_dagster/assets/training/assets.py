@@ -78,7 +78,7 @@ def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
         envs = read_table(conn, "environments")
     items = asyncio.run(export_items(rows, envs, sandbox.limits()))
     version = f"{utcnow():%Y%m%dT%H%M%S}-{context.run.run_id[:8]}"
-    path = write_export(exports_root() / learner, learner, items, version)
+    path = write_export(exports_root() / learner, learner, items, version, run_id=context.run.run_id)
     context.log.info(f"published {len(items)} environments for {learner} at {path}")
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(path)),
