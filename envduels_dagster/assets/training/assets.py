@@ -49,6 +49,8 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
         return dg.Output(df, data_version=dg.DataVersion(content_version(df)), metadata={
             **table_metadata("training_set"),  # row count and column schema: added by the IO manager
             "num_rows": len(df),
+            "rounds used": "each lineage's newest valid version, any round (a kept copy replaces its parent: "
+                           "one environment counts once)",
             "categories": dg.MetadataValue.json(built.categories),
             "excluded": dg.MetadataValue.md(
                 "noise: fails even with the hint; wasted: passes cold; plus learnable environments below the "
