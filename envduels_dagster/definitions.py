@@ -30,6 +30,7 @@ def build_resources(**overrides: object) -> dict[str, object]:
     """Resources for runs; their paths default to ENVDUELS_REGISTRY / ENVDUELS_HOME, read at run time."""
     from envduels_dagster.assets.marts.dbt import dbt_resource
     from envduels_dagster.resources import DuelSettings, SandboxResource
+    from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
     from envduels_dagster.resources.paths import HomeGatewayResource, WarehouseResource
 
     resources: dict[str, object] = {
@@ -38,6 +39,7 @@ def build_resources(**overrides: object) -> dict[str, object]:
         "settings": DuelSettings(),
         "warehouse": WarehouseResource(),
         "dbt": dbt_resource(),
+        PUBLISHED_IO_MANAGER_KEY: PublishedTableIOManager(),  # read-only snapshots of published tables
     }
     resources.update(overrides)
     return resources

@@ -81,7 +81,8 @@ def audit_against(manifest: Manifest, expected: dict[str, str]) -> list[str]:
 
 
 def write_export(learner_root: Path, learner: str, items: list[ExportItem], version: str,
-                 on_file: Callable[[Path], None] | None = None, expected: dict[str, str] | None = None) -> Path:
+                 on_file: Callable[[Path], None] | None = None, expected: dict[str, str] | None = None,
+                 run_id: str = "") -> Path:
     """Write-audit-publish version ``version``; return its directory.
 
     Write: every file goes into a temporary directory. Audit: the files must verify against their
@@ -120,13 +121,14 @@ def write_export(learner_root: Path, learner: str, items: list[ExportItem], vers
                                      privileged=f"{base}/privileged.json"))
         for seed in item.seeds:
             gym_rows.append(GymRow(messages=[GymMessage(role="user", content="<envduels-reset>")],
-                                   env_config=GymEnvConfig(export_dir=str(final), env_id=item.env_id, seed=seed),
-                                   env_id=item.env_id, seed=seed))
+                                   env_config=GymEnvConfig(export_dir=".", env_id=item.env_id, seed=seed),
+                                   env_id=item.env_id, seed=seed, export_version=version, run_id=run_id))
             prompt = [{"role": "system", "content": SOLVER_SYSTEM_PROMPT},
                       {"role": "user", "content": first_user_message(item.observations[seed], None)}]
             prompt_rows.append(PromptRow(env_id=item.env_id, seed=seed, author=item.author, ability=item.domain,
                                          prompt=json.dumps(prompt), hint=item.hint, max_turns=item.max_turns,
-                                         source_sha256=item.source_sha256, lift=item.lift))
+                                         source_sha256=item.source_sha256, lift=item.lift,
+                                         export_version=version, run_id=run_id))
     _write(tmp / "manifest.json", Manifest(environments=entries).model_dump_json(indent=2))
     _write(tmp / "train.jsonl", "".join(r.model_dump_json() + "\n" for r in gym_rows))
     _write_parquet(tmp / "train.parquet", [r.model_dump() for r in prompt_rows])
