@@ -103,12 +103,6 @@ def test_core_never_imports_the_simulated_models_or_dagster():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_model_modules_stay_small():
-    sizes = {str(p.relative_to(CORE)): len(p.read_text().splitlines()) for p in (CORE / "models").glob("*.py")}
-    sizes["gateway.py"] = len((CORE / "gateway.py").read_text().splitlines())
-    assert max(sizes.values()) <= 400, sizes
-
-
 def test_importing_the_gateway_imports_no_backend():
     code = ("import sys, envduels_dagster.core.models, envduels_dagster.core.authoring, envduels_dagster.core.episodes;"
             "print(sorted(m for m in sys.modules if m.startswith(('litellm', 'envduels_dagster.sim', 'aiohttp'))"
