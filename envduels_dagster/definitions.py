@@ -18,7 +18,7 @@ from envduels_dagster.jobs import author_job, pair_job
 from envduels_dagster.schedules import stale_authors_schedule, stale_pairs_schedule
 from envduels_dagster.sensors import automation_sensor, new_models_sensor
 from envduels_dagster.core.registry import registry_path
-from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
+from envduels_dagster.resources import AuthorValueSettings, DuelSettings, GatewayResource, SandboxResource
 from envduels_dagster.settings import cache_path, warehouse_path
 
 
@@ -29,6 +29,7 @@ def build_resources(**overrides: object) -> dict[str, object]:
         "gateway": GatewayResource(registry_path=dg.EnvVar("ENVDUELS_REGISTRY"), cache_path=str(cache_path())),
         "sandbox": SandboxResource(),
         "settings": DuelSettings(),
+        "value_settings": AuthorValueSettings(),
         "warehouse": DuckDBResource(database=str(warehouse_path())),
         "dbt": dbt_resource(),
     }

@@ -13,6 +13,8 @@ from envduels_dagster.assets.registry import model_registry
 from envduels_dagster.assets.rounds import round_assets
 from envduels_dagster.assets.study import lift_learning
 from envduels_dagster.assets.training import training_set
+from envduels_dagster.assets.value import author_value
 
 ALL_ASSETS = [model_registry, authored_environments, duel_episodes, dbt_marts, rankings, design_convergence,
-              training_set, training_export, *round_assets(duel_episodes), authoring_progress, lift_learning]
+              training_set, training_export, *round_assets(duel_episodes), authoring_progress, lift_learning,
+              author_value]

@@ -16,6 +16,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
 from envduels_dagster.assets.duels import play_round_pair
+from envduels_dagster.core.costing import usage_fields
 from envduels_dagster.core.coevolution import build_digest_messages, child_from_reply
 from envduels_dagster.core.gateway import LLMError, run_and_close
 from envduels_dagster.core.registry import RegistryError
@@ -34,6 +35,7 @@ async def harden_author(gw, author: str, round_: int, parents, peer_episodes, ot
         messages = build_digest_messages(parent, peers, round_, slot, budget, other_hints)
         reply = await gw.chat(author, messages, seed=1000 * round_ + slot)
         child, needs_validation = child_from_reply(parent, reply.text, round_, slot)
+        child = child.model_copy(update=usage_fields(gw.registry.get(author), reply))  # not the parent's
         if needs_validation:
             child = (await validate_environment(child, limits)).model_copy(update={"parent_env_id": parent.env_id})
         children.append(child)

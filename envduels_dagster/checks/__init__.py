@@ -23,6 +23,7 @@ from envduels_dagster.checks.episodes import make_episodes_checks
 from envduels_dagster.checks.marts import pair_lift_checks
 from envduels_dagster.checks.registry import model_registry_checks
 from envduels_dagster.checks.training import training_set_checks
+from envduels_dagster.checks.value import author_value_checks
 
 _ROUND_ASSET = re.compile(r"^(authored_environments|hardened_environments_r(\d+)|duel_episodes(?:_r(\d+))?)$")
 
@@ -40,4 +41,4 @@ def _round_checks() -> list:
 
 
 ALL_CHECKS: list = [model_registry_checks, *_round_checks(), pair_lift_checks, training_set_checks,
-                    training_export_checks]
+                    training_export_checks, author_value_checks]

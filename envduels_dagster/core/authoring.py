@@ -145,11 +145,13 @@ async def author_environments(gateway, author: str, count: int, seeds: list[int]
     recorded as an author's invalid environment.
     """
     from envduels_dagster.core.validation import validate_environment
+    from envduels_dagster.core.costing import usage_fields
 
     specs = []
     for slot in range(count):
         reply = await gateway.chat(author, author_messages(slot, count, domain, seeds), seed=slot)
-        spec = spec_from_reply(author, slot, reply.text, seeds, round_)
+        spec = spec_from_reply(author, slot, reply.text, seeds, round_).model_copy(
+            update=usage_fields(gateway.registry.get(author), reply))
         if spec.reject_reason is None:
             spec = await validate_environment(spec, limits)
         specs.append(spec)
