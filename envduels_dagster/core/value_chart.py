@@ -78,6 +78,12 @@ def svg_data_uri(svg: str) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
 
 
+def value_summary(table: pd.DataFrame, mix: pd.DataFrame) -> list[str]:
+    """``value_sentence`` for every learner of the ``author_value`` / ``author_value_mix`` tables."""
+    return [value_sentence(table[table["learner"] == learner], mix[mix["learner"] == learner], learner)
+            for learner in sorted(table["learner"].unique())]
+
+
 def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
     """One line per learner, leading with the best-ranked author; every figure with its interval and n."""
     if table.empty:
@@ -87,14 +93,18 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
         return f"for {learner}: insufficient data (no other author has enough environments played by {learner})"
     basis = ranked["rank_basis"].iloc[0]
     parts = []
-    for r in ranked.itertuples(index=False):
-        money = (f"{_fmt(r.per_usd)} [{_fmt(r.per_usd_lower)}, {_fmt(r.per_usd_upper)}] per $" if r.priced
-                 else "no price")
-        parts.append(f"{r.author} {_fmt(r.per_env)} [{_fmt(r.per_env_lower)}, {_fmt(r.per_env_upper)}] per env "
-                     f"written, {money}, {_fmt(r.per_kcall)} per 1k calls (n={r.n_envs}, rank {r.rank} "
-                     f"[{r.rank_lower}-{r.rank_upper}])")
+    for i, r in enumerate(ranked.itertuples(index=False)):
+        money = f"{_fmt(r.per_usd)} [{_fmt(r.per_usd_lower)}, {_fmt(r.per_usd_upper)}]" if r.priced else "no price"
+        env = f"{_fmt(r.per_env)} [{_fmt(r.per_env_lower)}, {_fmt(r.per_env_upper)}]"
+        rank = f"rank {int(r.rank)} [{int(r.rank_lower)}-{int(r.rank_upper)}], n={int(r.n_envs)}"
+        if i == 0:
+            parts.append(f"{r.author} gives {env} learnable environments per environment written, {money} per "
+                         f"dollar, {_fmt(r.per_kcall)} per 1000 calls ({rank})")
+        else:
+            parts.append(f"{r.author} {_fmt(r.per_env)}, {_fmt(r.per_usd) if r.priced else 'no price'}, "
+                         f"{_fmt(r.per_kcall)} ({rank})")
     others = table[table["status"] != RANKED]
-    skipped = [f"{r.author}: {r.status} (n={r.n_envs})" for r in others.itertuples(index=False)]
+    skipped = [f"{r.author}: {r.status} (n={int(r.n_envs)})" for r in others.itertuples(index=False)]
     line = f"for {learner} (ranked {'per dollar' if basis == 'per_usd' else 'per call: not every author has a price'}): "
     line += "; ".join(parts)
     if len(mix):
