@@ -166,7 +166,7 @@ def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehou
     result = _materialize(db, [LEARNER, "cheap", "pricey"])
     assert result.success
     md = result.asset_materializations_for_node("author_value")[0].metadata
-    assert "cheap 0.56" in md["answer"].value and "56.0" in md["answer"].value
+    assert "cheap gives 0.56 [" in md["answer"].value and "56.0 [" in md["answer"].value
     assert md["chart"].value.startswith("![author value for learner](data:image/svg+xml;base64,")
     assert md["rank_basis"].value == "per_usd"
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}

@@ -35,7 +35,8 @@ def _cell(value):
             return None
     except TypeError:
         return None
-    return value.item() if hasattr(value, "item") else value
+    value = value.item() if hasattr(value, "item") else value
+    return round(value, 4) if isinstance(value, float) else value  # the table is read by people
 
 
 def table_metadata(table) -> dg.TableMetadataValue:
