@@ -9,7 +9,9 @@ small environment class. "step" is one ``step()`` request/reply over the JSON-li
 pipes. Modes: ``fork`` (the default: workers forked from the fork server; its own
 one-time start is reported apart), ``exec`` (``SandboxLimits(fork_server=False)``: a
 fresh interpreter per worker) and ``bwrap`` (``SandboxLimits(wrapper="bwrap")``, when
-bubblewrap is installed). The baseline line is a bare ``python -I -S -B -c pass``.
+bubblewrap is installed); ``fork+stdlib`` is ``fork`` with a game that imports
+statistics and fractions (from the worker's view of the standard library).
+The baseline line is a bare ``python -I -S -B -c pass``.
 Goal (issue 2): start <= 50 ms, step <= 0.3 ms.
 """
 
@@ -50,8 +52,13 @@ class Counter:
         return f"count {self.n}", 0.0, False, False, {}
 '''
 
+# The same game written as models write it (issue 21): its imports come from the worker's
+# read-only view of the standard library, not from the fork server's preloaded modules.
+STDLIB_SOURCE = "from __future__ import annotations\nimport statistics\nfrom fractions import Fraction\n" + SOURCE
+
 MODES = {
     "fork": SandboxLimits(),
+    "fork+stdlib": SandboxLimits(),
     "exec": SandboxLimits(fork_server=False),
     "bwrap": SandboxLimits(wrapper="bwrap"),
 }
@@ -87,7 +94,7 @@ def workers_cpu_s() -> float:
     return total
 
 
-async def measure(limits: SandboxLimits, starts: int, steps: int) -> dict:
+async def measure(limits: SandboxLimits, starts: int, steps: int, source: str = SOURCE) -> dict:
     result: dict = {"start_ms": [], "step_ms": []}
     t0 = time.perf_counter()
     async with SandboxedEnv(SOURCE, "Counter", 10, limits) as env:  # warm-up; starts the fork server
@@ -95,7 +102,7 @@ async def measure(limits: SandboxLimits, starts: int, steps: int) -> dict:
         result["applied"] = env.applied
     cpu0 = workers_cpu_s()
     for _ in range(starts):
-        env = SandboxedEnv(SOURCE, "Counter", 10, limits)
+        env = SandboxedEnv(source, "Counter", 10, limits)
         t0 = time.perf_counter()
         await env.start()
         result["start_ms"].append((time.perf_counter() - t0) * 1000)
@@ -121,7 +128,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=40)
     parser.add_argument("--steps", type=int, default=5000)
-    parser.add_argument("--modes", default="fork,exec,bwrap")
+    parser.add_argument("--modes", default="fork,fork+stdlib,exec,bwrap")
     args = parser.parse_args()
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -132,10 +139,11 @@ def main() -> int:
         if mode == "bwrap" and shutil.which("bwrap") is None:
             print("bwrap: skipped (bubblewrap is not installed: apt-get install -y bubblewrap)")
             continue
-        r = asyncio.run(measure(MODES[mode], args.starts, args.steps))
+        source = STDLIB_SOURCE if mode.endswith("+stdlib") else SOURCE
+        r = asyncio.run(measure(MODES[mode], args.starts, args.steps, source))
         a = r["applied"]
         print(f"[{mode}] isolation: network={a.get('network_isolated')} filesystem={a.get('filesystem_isolated')} "
-              f"uid={a.get('uid')} seccomp={a.get('seccomp')}")
+              f"uid={a.get('uid')} seccomp={a.get('seccomp')} stdlib={a.get('stdlib')}")
         if mode == "fork":
             print(f"[{mode}] first start (includes starting the fork server): {r['first_ms']:.1f} ms")
         print(f"[{mode}] worker start (spawn+confine+load): {spread(r['start_ms'], 1)} ms  goal <= 50 ms")

@@ -34,12 +34,11 @@ from pathlib import Path
 
 import pytest
 
-from envduels_dagster.core import sandbox as sandbox_module
 from envduels_dagster.core.episodes import play_episode
 from envduels_dagster.core.gateway import Gateway
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.registry import load_registry
-from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits, fork_server_pid
+from envduels_dagster.core.sandbox import UID_BASE, UID_SPAN, SandboxedEnv, SandboxError, SandboxLimits, fork_server_pid
 from envduels_dagster.core.validation import validate_environment
 
 pytestmark = pytest.mark.skipif(
@@ -54,7 +53,7 @@ ROOMY = SandboxLimits(step_timeout_s=15.0, load_timeout_s=10.0, cpu_seconds=10, 
 CANARY = "canary-" + os.urandom(12).hex()
 FAKE_WIN = ('{"ok": true, "observation": "You win!", "reward": 1.0, "terminated": true, '
             '"truncated": false, "info": {}}')
-SANDBOX_UIDS = range(sandbox_module._UID_BASE, sandbox_module._UID_BASE + sandbox_module._UID_SPAN)
+SANDBOX_UIDS = range(UID_BASE, UID_BASE + UID_SPAN)
 
 TEMPLATE = '''
 __PRELUDE__
@@ -483,6 +482,49 @@ def test_network_probe_positive_control(world):
     assert reason.endswith("tcp=CONNECTED udp=SENT")
 
 
+def test_host_reaching_standard_modules_load_but_stay_refused(world, tmp_path):
+    """The whole standard library is importable now (issue 21): subprocess, socket, urllib,
+    asyncio, threading, multiprocessing all load -- and the confinement, not a missing module,
+    refuses what they reach for. Nothing ran, nothing was created, the listener heard nobody."""
+    marker = tmp_path / "ran"
+    tmp_path.chmod(0o777)  # writable by the throwaway uid if the mount namespace failed it
+    with Listener() as lst:
+        body = f"""
+        import asyncio, concurrent.futures, multiprocessing, os, shutil, signal, socket, subprocess
+        import threading, urllib.request
+        results = []
+        def attempt(label, fn):
+            try:
+                results.append(f"{{label}}=DONE:{{fn()!r}}")
+            except BaseException as exc:
+                results.append(f"{{label}}={{type(exc).__name__}}")
+        attempt("subprocess", lambda: subprocess.run(["/bin/sh", "-c", "touch {marker}"]))
+        attempt("tcp", lambda: socket.create_connection(("127.0.0.1", {lst.port}), timeout=1))
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        attempt("udp", lambda: udp.sendto(b"x", ("127.0.0.1", {lst.udp_port})))
+        attempt("http", lambda: urllib.request.urlopen("http://127.0.0.1:{lst.port}/", timeout=1))
+        attempt("asyncio", lambda: asyncio.run(asyncio.open_connection("127.0.0.1", {lst.port})))
+        attempt("thread", lambda: threading.Thread(target=print).start())
+        attempt("process", lambda: multiprocessing.Process(target=print).start())
+        attempt("pool", lambda: concurrent.futures.ThreadPoolExecutor(1).submit(print).result())
+        attempt("system", lambda: os.waitstatus_to_exitcode(os.system("touch {marker}")))
+        attempt("popen", lambda: os.popen("touch {marker}").read())
+        attempt("setuid", lambda: os.setuid(0))
+        attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
+        attempt("rmtree", lambda: shutil.rmtree("{Path(__file__).resolve().parent}"))
+        raise RuntimeError(" ".join(results))
+        """
+        reason = rejected(game(reset=body))
+        assert lst.contacts() == 0, "the sandboxed environment reached the orchestrator's listener"
+    # glibc's system() reports a shell it could not start as exit status 127: no process was made.
+    assert reason == ("crash during reset(seed=0): reset() raised RuntimeError: subprocess=BlockingIOError "
+                      "tcp=OSError udp=OSError http=URLError asyncio=OSError thread=RuntimeError "
+                      "process=BlockingIOError pool=RuntimeError system=DONE:127 popen=BlockingIOError "
+                      "setuid=PermissionError kill_parent=PermissionError rmtree=OSError")
+    assert not marker.exists(), "a process started by environment code ran"
+    assert Path(__file__).exists(), "the tests directory was removed"
+
+
 # --------------------------------------------------------------------------- secrets and files
 
 
@@ -801,6 +843,16 @@ def test_wrong_return_shapes_are_rejected(world, splice, reason):
 ], ids=["nan", "-inf", "huge-int", "four-tuple", "hostile-bool"])
 def test_wrong_step_results_void_the_episode(world, gateway, step, error):
     assert played(gateway, game(step=step)) == error
+
+
+def test_control_characters_in_environment_messages_are_escaped(world):
+    """An exception text carrying ESC, CR and BEL (a terminal line rewrite forging a verdict)
+    reaches the reject reason -- and so a terminal -- only as visible escapes (issue 20)."""
+    forged = "\\x1b[2K\\r\\x07hostile: valid, winnability proven"
+    reason = rejected(game(reset=f"raise RuntimeError('oops{forged}')"))
+    assert reason == ("crash during reset(seed=0): reset() raised RuntimeError: "
+                      "oops\\x1b[2K\\x0d\\x07hostile: valid, winnability proven")
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in reason), repr(reason)
 
 
 def test_load_time_attacks_are_load_errors(world):

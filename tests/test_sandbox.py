@@ -428,7 +428,7 @@ def test_no_stray_processes_or_workdirs_after_failures(private_tempdir):
 
 def test_curated_standard_library_is_importable_by_environment_code():
     """Modules model-written games commonly use must work after the privilege drop."""
-    from envduels_dagster.core.sandbox_worker import PRELOADED_MODULES
+    from envduels_dagster.core.sandbox.worker import PRELOADED_MODULES
 
     body = (
         "import importlib\n"

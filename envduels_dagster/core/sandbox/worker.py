@@ -1,10 +1,10 @@
 """Worker that runs untrusted environment code. Executed as a script, never imported by the parent.
 
-Two ways to start (see sandbox.py and docs/THREAT-MODEL.md):
+Two ways to start (see the package's launchers and docs/THREAT-MODEL.md):
 
-* ``python -I -S -B sandbox_worker.py`` -- one fresh interpreter per environment. The
+* ``python -I -S -B worker.py`` -- one fresh interpreter per environment. The
   request pipe is stdin, the reply pipe stdout.
-* ``python -I -S -B sandbox_worker.py --fork-server FD`` -- a long-lived template
+* ``python -I -S -B worker.py --fork-server FD`` -- a long-lived template
   ("zygote") that preloads the interpreter once and forks one child per environment.
   It never runs untrusted code and never sees environment source: the parent sends it
   only the child's pipe ends (SCM_RIGHTS over the unix socket FD); the child serves the
@@ -18,7 +18,9 @@ directory), a throwaway uid with no groups, no_new_privs, resource limits (no ch
 processes or threads), a seccomp filter against the kernel's riskiest system calls, and
 stdio detached from the protocol pipes. Only the standard library may be used here.
 Protocol: one JSON object per line in both directions; every reply echoes the request's
-``id`` (the parent drops the channel on a reply that does not).
+``id`` (the parent drops the channel on a reply that does not). The first request is the
+start configuration: the confinement to apply and every limit this script enforces
+(``limits.worker_config`` on the parent's side), so no limit is restated here.
 """
 
 import errno
@@ -62,16 +64,26 @@ SECCOMP_DENY_X86_64 = {
     "alarm": 37, "setitimer": 38, "timer_create": 222,
 }
 
-# Imported before privileges drop: the unprivileged uid may not be able to read the
-# interpreter's library directory, so environments get this curated standard library.
-# Without the fork server every module here is paid for at each worker start; with it,
-# once per orchestrator process. statistics and fractions (which pull in decimal) are
-# left out because text games rarely need them and no simulated family uses them.
+# Imported before privileges drop, for speed: without the fork server every module here
+# is paid for at each worker start; with it, once per orchestrator process. Every other
+# standard-library module is imported on demand from STDLIB_VIEW (below).
 PRELOADED_MODULES = (
-    "bisect", "collections", "copy", "dataclasses", "enum", "functools", "hashlib",
-    "heapq", "itertools", "json", "math", "operator", "random", "re", "string",
+    "__future__", "abc", "bisect", "collections", "copy", "dataclasses", "enum", "functools",
+    "hashlib", "heapq", "itertools", "json", "math", "operator", "random", "re", "string",
     "textwrap", "typing",
 )
+
+# The throwaway uid cannot read the interpreter's library directory when it lives in a
+# private place (here: /root/.pyenv, /root is 0700), and environments written as models
+# write them import statistics, fractions, __future__... (issue 21). In the worker's own
+# mount namespace, the library directory alone is bound read-only here -- inside the
+# worker's private, root-owned /tmp -- with site-packages covered by an empty tmpfs, and
+# sys.path points at it. Nothing else of the host becomes readable.
+STDLIB_VIEW = "/tmp/.envduels-python-stdlib"
+
+# The module environment code runs as (registered in sys.modules, as published consumers
+# of EnvDuels exports load it): dataclasses and typing.get_type_hints look it up there.
+ENV_MODULE = "envduels_env"
 
 # What confine() itself needs after the privilege drop.
 CONFINE_MODULES = ("ctypes", "platform", "struct", "_thread")
@@ -158,6 +170,51 @@ def _isolate_filesystem(workdir, uid, tmpfs_mb):
     return failed
 
 
+def _stdlib_dir():
+    import json as some_pure_package
+
+    return os.path.dirname(os.path.dirname(some_pure_package.__file__))
+
+
+def _readable_by_anyone(path):
+    """Whether a uid with no relation to the owner can list ``path`` and reach it."""
+    import stat
+
+    path = os.path.realpath(path)
+    if os.stat(path).st_mode & (stat.S_IROTH | stat.S_IXOTH) != (stat.S_IROTH | stat.S_IXOTH):
+        return False
+    parent = os.path.dirname(path)
+    while True:
+        if not os.stat(parent).st_mode & stat.S_IXOTH:
+            return False
+        if parent == "/":
+            return True
+        parent = os.path.dirname(parent)
+
+
+def _mount_stdlib_view(lib):
+    """Bind the standard library (only) read-only at STDLIB_VIEW and import from there."""
+    import importlib
+
+    os.mkdir(STDLIB_VIEW, 0o755)
+    _mount(lib, STDLIB_VIEW, None, MS_BIND)
+    _mount(None, STDLIB_VIEW, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    site = os.path.join(STDLIB_VIEW, "site-packages")
+    if os.path.isdir(site):  # third-party packages of the base interpreter stay out of reach
+        _mount("tmpfs", site, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
+    moved = lambda p: STDLIB_VIEW + p[len(lib):] if p == lib or p.startswith(lib + os.sep) else p  # noqa: E731
+    sys.path[:] = [moved(p) for p in sys.path]
+    # Packages imported already look for their submodules along their own __path__
+    # (measured: socket.create_connection failed with "unknown encoding: idna" because
+    # the encodings package still searched the unreadable original directory).
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__path__", None)
+        if isinstance(path, list):
+            path[:] = [moved(p) for p in path]
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+
+
 def _install_seccomp():
     import ctypes
     import struct
@@ -229,6 +286,15 @@ def confine(cfg, forked=False):
             except OSError as exc:
                 applied["filesystem_isolated"] = False
                 applied["filesystem_error"] = str(exc)
+    applied["stdlib"] = "host"  # the worker's own uid reads the library where it is
+    if uid is not None and not _readable_by_anyone(_stdlib_dir()):
+        applied["stdlib"] = "preloaded"  # only PRELOADED_MODULES, unless the view below works
+        if applied["filesystem_isolated"] and not wrapped:
+            try:
+                _mount_stdlib_view(_stdlib_dir())
+                applied["stdlib"] = "view"
+            except OSError as exc:
+                applied["stdlib_error"] = str(exc)
     try:
         os.chdir(cfg["workdir"])
     except OSError as exc:  # e.g. a mount namespace set up halfway: the parent refuses to go on
@@ -300,9 +366,6 @@ def _check_obs(obs, where, cfg):
     return _check_text(obs, f"the observation from {where}", cfg["max_observation_chars"])
 
 
-MAX_INFO_DEPTH = 32
-
-
 def _depth(value, limit):
     """Nesting depth of a JSON value, iteratively (no recursion on hostile input)."""
     stack, deepest = [(value, 1)], 0
@@ -316,7 +379,7 @@ def _depth(value, limit):
     return deepest
 
 
-def _check_info(info, where):
+def _check_info(info, where, cfg):
     if not isinstance(info, dict):
         raise ProtocolViolation(f"{where} returned a {type(info).__name__} info; expected dict")
     try:
@@ -325,8 +388,9 @@ def _check_info(info, where):
         raise ProtocolViolation(f"{where} returned an info dict nested too deeply") from None
     except (TypeError, ValueError) as exc:
         raise ProtocolViolation(f"{where} returned an info dict that cannot be serialised: {exc}") from None
-    if _depth(clean, MAX_INFO_DEPTH) > MAX_INFO_DEPTH:
-        raise ProtocolViolation(f"{where} returned an info dict nested deeper than {MAX_INFO_DEPTH} levels")
+    limit = cfg["max_info_depth"]
+    if _depth(clean, limit) > limit:
+        raise ProtocolViolation(f"{where} returned an info dict nested deeper than {limit} levels")
     return clean
 
 
@@ -344,7 +408,11 @@ class Host:
         self.max_turns = None
 
     def load(self, msg):
-        namespace = {"__name__": "envduels_env"}
+        import types
+
+        module = types.ModuleType(ENV_MODULE)
+        sys.modules[ENV_MODULE] = module
+        namespace = module.__dict__
         try:
             code = compile(msg["source"], "<environment>", "exec")
             exec(code, namespace)
@@ -374,7 +442,7 @@ class Host:
             raise ProtocolViolation(f"reset() must return (observation, info); got {_shape(out)}")
         obs, info = out
         obs = _check_obs(obs, "reset()", self.cfg)
-        return {"ok": True, "observation": obs, "info": _check_info(info, "reset()")}
+        return {"ok": True, "observation": obs, "info": _check_info(info, "reset()", self.cfg)}
 
     def step(self, msg):
         if self.env is None:
@@ -403,7 +471,7 @@ class Host:
             "reward": reward,
             "terminated": terminated,
             "truncated": truncated,
-            "info": _check_info(info, "step()"),
+            "info": _check_info(info, "step()", self.cfg),
         }
 
     def reference(self, msg):
@@ -414,8 +482,9 @@ class Host:
         actions = _call(fn, msg["seed"])
         if not isinstance(actions, (list, tuple)) or not all(isinstance(a, str) for a in actions):
             raise ProtocolViolation("reference_actions() must return a list of strings")
-        if len(actions) > 10_000:
-            raise ProtocolViolation("reference_actions() returned more than 10000 actions")
+        most = self.cfg["max_reference_actions"]
+        if len(actions) > most:
+            raise ProtocolViolation(f"reference_actions() returned more than {most} actions")
         limit = self.cfg["max_observation_chars"]
         return {"ok": True, "actions": [_check_text(a, "a reference action", limit) for a in actions]}
 
@@ -456,13 +525,10 @@ def _call(fn, *args, _where=None, **kwargs):
         raise _EnvCrash(f"{where} raised {type(exc).__name__}: {exc}")
 
 
-MAX_MESSAGE_CHARS = 2000
-
-
-def _message(text):
+def _message(text, limit):
     text = str(text)
-    if len(text) > MAX_MESSAGE_CHARS:
-        text = text[:MAX_MESSAGE_CHARS] + f"... [{len(text) - MAX_MESSAGE_CHARS} more chars]"
+    if len(text) > limit:
+        text = text[:limit] + f"... [{len(text) - limit} more chars]"
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
@@ -513,13 +579,13 @@ def serve(forked=False):
         except BaseException as exc:  # noqa: BLE001 - hostile objects (a __float__ that raises, ...)
             reply = {"ok": False, "kind": "crash", "message": f"{op}() result misbehaved: {type(exc).__name__}: {exc}"}
         if not reply.get("ok"):
-            reply["message"] = _message(reply["message"])
+            reply["message"] = _message(reply["message"], cfg["max_message_chars"])
         reply["id"] = msg.get("id")
         try:
             send(reply)
         except (TypeError, ValueError) as exc:
             send({"id": msg.get("id"), "ok": False, "kind": "protocol_violation",
-                  "message": _message(f"result cannot be serialised: {exc}")})
+                  "message": _message(f"result cannot be serialised: {exc}", cfg["max_message_chars"])})
 
 
 # --------------------------------------------------------------------------- fork server

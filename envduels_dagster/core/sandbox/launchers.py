@@ -1,0 +1,87 @@
+"""How a worker process comes to exist: one interface, several launchers.
+
+Why an interface: the sandbox handle (``SandboxedEnv``) must not care whether its
+worker was forked from a preloaded template, started as a fresh interpreter, or
+started inside bubblewrap -- the confinement inside the worker is the same, only
+speed and the outer layer differ. Each launcher registers under a name;
+``SandboxLimits.launcher`` picks one, and tests/test_sandbox_conformance.py runs one
+conformance suite (``self_check.py``) against every registered launcher.
+"""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Callable, Protocol, TypeVar
+
+from envduels_dagster.core.sandbox.limits import SandboxLimits
+
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+
+
+class WorkerProcess(Protocol):
+    """A running worker as the handle sees it."""
+
+    pid: int | None
+
+    @property
+    def exited(self) -> bool: ...
+
+    def kill(self) -> None:
+        """SIGKILL the worker (race-free where the launcher can)."""
+
+    async def wait(self, timeout: float) -> tuple[int | None, float | None]:
+        """(exit code, negative for a signal; CPU seconds used) -- None when unknown."""
+
+    def release(self) -> None:
+        """Free what the handle holds (fds, readers); the worker is reaped by then."""
+
+
+class Launcher(abc.ABC):
+    """Starts workers whose request pipe is ``req_r`` and reply pipe ``rep_w``."""
+
+    name: str
+
+    def unavailable(self) -> str | None:
+        """Why this launcher cannot run on this machine (None: it can)."""
+        return None
+
+    @abc.abstractmethod
+    async def spawn(self, req_r: int, rep_w: int, workdir: str, limits: SandboxLimits) -> WorkerProcess:
+        """Start one worker; the caller closes its copies of the two fds afterwards.
+
+        Raises ``SandboxError("sandbox_unavailable", ...)`` when no worker can be had."""
+
+
+_REGISTRY: dict[str, Launcher] = {}
+L = TypeVar("L", bound=type[Launcher])
+
+
+def register(name: str) -> Callable[[L], L]:
+    """Class decorator: one shared instance of the launcher, found by ``name``."""
+
+    def deco(cls: L) -> L:
+        instance = cls()
+        instance.name = name
+        _REGISTRY[name] = instance
+        return cls
+
+    return deco
+
+
+def get_launcher(name: str) -> Launcher:
+    _load_builtin()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown sandbox launcher {name!r}; registered: {sorted(_REGISTRY)}") from None
+
+
+def launcher_names() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def _load_builtin() -> None:
+    # The built-in launchers register themselves when their modules are imported.
+    from envduels_dagster.core.sandbox import exec_launcher, fork_server  # noqa: F401
