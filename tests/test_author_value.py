@@ -197,3 +197,49 @@ def test_the_checks_fail_on_bad_data(tmp_path, corrupt, failing):
         results = {r.check_name: r for r in evaluate_author_value(conn, LEARNER)}
     assert not results[failing].passed, results[failing].description
     assert [n for n, r in results.items() if not r.passed] == [failing]
+
+
+def test_an_empty_warehouse_and_an_unplayed_author_give_insufficient_data_not_numbers():
+    envs, eps = warehouse()
+    table, mix = author_value(envs.iloc[0:0], eps.iloc[0:0], LEARNER, n_boot=50)
+    assert table.empty and mix.empty
+    table, mix = author_value(envs, eps[eps["author"] != "pricey"], LEARNER, n_boot=50)
+    t = table.set_index("author")
+    assert t.loc["pricey", "status"] == "insufficient data" and t.loc["pricey", "n_unplayed"] == 4
+    assert pd.isna(t.loc["pricey", "per_env"]) and pd.isna(t.loc["pricey", "rank"])
+    from envduels_dagster.core.value_chart import value_sentence, value_svg
+
+    assert "pricey: insufficient data (n=0)" in value_sentence(table, mix, LEARNER)
+    assert "no data" in value_svg(table, LEARNER) and value_sentence(table.iloc[0:0], mix, LEARNER).endswith(
+        "insufficient data (no environments written yet)")
+
+
+def test_authoring_records_calls_tokens_and_list_cost_per_environment_also_on_cache_hits(tmp_path):
+    """Real simulated authoring through the gateway and its cache: a priced model's environments carry
+    their cost, the same on a cached re-run (where the run spent nothing); an unpriced one's carry None."""
+    import asyncio
+
+    from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.cache import CallCache
+    from envduels_dagster.core.gateway import Gateway, run_and_close
+    from envduels_dagster.core.registry import load_registry
+
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - name: journeyman\n    model: envduels-sim/journeyman\n"
+                    "    input_cost_per_mtok: 1.0\n    output_cost_per_mtok: 4.0\n"
+                    "  - name: novice\n    model: envduels-sim/novice\n")
+    registry = load_registry(path)
+
+    def run():
+        gw = Gateway(registry, CallCache(tmp_path / "calls.sqlite"))
+        specs = {a: asyncio.run(run_and_close(gw, author_environments(gw, a, 2, [0, 1]))) for a in ("journeyman", "novice")}
+        return specs, gw
+
+    first, gw1 = run()
+    again, gw2 = run()
+    assert sum(gw2.stats.backend_calls.values()) == 0  # the second run is served by the cache
+    for spec, cached in zip(first["journeyman"], again["journeyman"]):
+        assert spec.author_calls == 1 and spec.author_prompt_tokens > 0 and spec.author_completion_tokens > 0
+        expected = (spec.author_prompt_tokens * 1.0 + spec.author_completion_tokens * 4.0) / 1e6
+        assert spec.author_cost_usd == pytest.approx(expected) and cached.author_cost_usd == pytest.approx(expected)
+    assert all(s.author_cost_usd is None and s.author_calls == 1 for s in first["novice"] + again["novice"])

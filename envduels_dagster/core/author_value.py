@@ -152,7 +152,8 @@ def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, *, bu
                "author_cost_usd": float(grp["cost"].sum()) if priced else None, "priced": priced,
                "price_note": "" if priced else "no price: ranked by calls only, never as free",
                "eval_calls": int(pd.to_numeric(mine["model_calls"], errors="coerce").fillna(0).sum()),
-               "eval_cost_usd": float(eval_cost.sum()) if len(mine) and (eval_cost > 0).all() else None}
+               # what these runs spent on the learner's play (cache hits cost nothing); None: nothing priced
+               "eval_cost_usd": float(eval_cost.sum()) if (eval_cost > 0).any() else None}
         for key, value in est.items():
             lo, hi = _interval(rep[key], value)
             row.update({key: value, f"{key}_lower": lo, f"{key}_upper": hi})
