@@ -1,4 +1,11 @@
-"""The ``envduels`` command line. Heavy imports happen inside each command."""
+"""The ``envduels`` command line. Heavy imports happen inside each command.
+
+Why one error boundary (``main``): a user of a command line should read one line saying what went
+wrong, where, and what to do, never a traceback, and scripts need exit codes they can branch on:
+0 success, 1 a rejected environment or a failed run, 2 bad input (arguments, files, exports,
+registry), 130 interrupted. ``--debug`` prints the traceback as well. docs/INPUTS.md lists the
+messages.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,8 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -38,6 +47,44 @@ class UsageError(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command and pointing at its --help."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"envduels: error: {self.prog}: {message} (see '{self.prog} --help')\n")
+
+
+def _int_in(low: int, high: int | None, what: str, span: str | None = None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            shown = span or (f"{low}..{high}" if high is not None else f">= {low}")
+            raise argparse.ArgumentTypeError(f"{what} {value} is outside {shown}")
+        return value
+    return parse
+
+
+def _float_in(low: float, high: float | None, what: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}") from None
+        if not (value >= low and (high is None or value <= high)):  # also refuses nan
+            span = f"{low}..{high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"{what} {text} is outside {span}")
+        return value
+    return parse
+
+
+SEED = _int_in(0, 2**64 - 1, "seed", "0..2**64-1")  # unsigned 64-bit, as everywhere (protocol.Seed)
+MAX_TURNS = _int_in(1, 200, "--max-turns")
+PORT = _int_in(0, 65535, "port")
+
+
 def _load_specs(args: argparse.Namespace):
     from envduels_dagster.core.export_format import load_export
     from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec
@@ -46,8 +93,11 @@ def _load_specs(args: argparse.Namespace):
     if path.is_dir():
         return load_export(path)
     if not path.is_file():
-        raise UsageError(f"{path}: no such file or directory")
-    source = path.read_text()
+        raise UsageError(f"{path}: no such file or directory; give an environment .py file or an export directory")
+    try:
+        source = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the source as UTF-8") from None
     class_name = args.class_name or _find_class(source, path) or "Environment"
     return [EnvironmentSpec(env_id=path.stem, author="local", class_name=class_name, max_turns=args.max_turns,
                             source=source, hint=args.hint or "", benchmark_seeds=args.seed or list(DEFAULT_SEEDS))]
@@ -128,9 +178,26 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from envduels_dagster.demo import run_demo
+    """Progress goes to stdout; Dagster's own failure logs (tracebacks) go to a file named in the error."""
+    import contextlib
+    import io
 
-    return run_demo(envs_per_author=args.envs_per_author, seeds=args.seeds)
+    from envduels_dagster.demo import run_demo
+    from envduels_dagster.settings import envduels_home
+
+    if args.debug:
+        return run_demo(envs_per_author=args.envs_per_author, seeds=args.seeds)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return run_demo(envs_per_author=args.envs_per_author, seeds=args.seeds)
+    except Exception as exc:
+        if not captured.getvalue():
+            raise
+        log = envduels_home() / "logs" / "demo-failure.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(captured.getvalue())
+        raise type(exc)(f"{exc}; Dagster's log of the failure: {log}") if isinstance(exc, RuntimeError) else exc
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
@@ -151,10 +218,17 @@ def _cmd_serve_sim(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="envduels", description="EnvDuels on Dagster")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="envduels", description="EnvDuels on Dagster")
+    parser.add_argument("--version", action="version", version=f"envduels {_version()}")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error as well")
+    debug = _Parser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("models", help="list the registry's models")
+    def add(name: str, **kwargs) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[debug], **kwargs)  # --debug after the command works too
+
+    p = add("models", help="list the registry's models")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--names", action="store_true", help="print model names, one per line")
     g.add_argument("--registry-path", action="store_true", help="print the registry file in use")
@@ -162,63 +236,83 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, func, helptext in (("validate", _cmd_validate, "validate an environment file or EnvDuels export"),
                                  ("play", _cmd_play, "play one episode of an environment with a model")):
-        p = sub.add_parser(name, help=helptext)
+        p = add(name, help=helptext)
         p.add_argument("path")
         p.add_argument("--class", dest="class_name")
-        p.add_argument("--max-turns", type=int, default=10)
+        p.add_argument("--max-turns", type=MAX_TURNS, default=10)
         p.add_argument("--hint")
         p.add_argument("--json", action="store_true")
         if name == "validate":
-            p.add_argument("--seed", type=int, action="append", help="benchmark seed (repeatable)")
+            p.add_argument("--seed", type=SEED, action="append", help="benchmark seed, 0..2**64-1 (repeatable)")
         else:
             p.add_argument("--model", required=True)
-            p.add_argument("--seed", dest="seed_one", type=int, default=0)
+            p.add_argument("--seed", dest="seed_one", type=SEED, default=0)
             p.add_argument("--transcript", action="store_true", help="include the transcript in --json output")
         p.set_defaults(func=func)
 
-    p = sub.add_parser("import", help="import an EnvDuels export directory into the warehouse (validated)")
+    p = add("import", help="import an EnvDuels export directory into the warehouse (validated)")
     p.add_argument("path")
     p.add_argument("--author", help="record the environments under this author instead of the manifest's")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_import)
 
-    p = sub.add_parser("demo", help="run the whole pipeline on the simulated models through Dagster")
-    p.add_argument("--envs-per-author", type=int, default=3)
-    p.add_argument("--seeds", type=int, default=4)
+    p = add("demo", help="run the whole pipeline on the simulated models through Dagster")
+    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=3)
+    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=4)
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("serve-sim", help="serve the simulated models over an OpenAI-compatible HTTP API")
+    p = add("serve-sim", help="serve the simulated models over an OpenAI-compatible HTTP API")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765, help="0 picks a free port (printed on start)")
-    p.add_argument("--latency-ms", type=float, default=0.0)
-    p.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail (429/500/timeout/"
-                                                                  "malformed)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the fault sequence")
-    p.add_argument("--timeout-fault-s", type=float, default=30.0, help="how long an injected timeout hangs")
+    p.add_argument("--port", type=PORT, default=8765, help="0 picks a free port (printed on start)")
+    p.add_argument("--latency-ms", type=_float_in(0.0, None, "--latency-ms"), default=0.0)
+    p.add_argument("--fault-rate", type=_float_in(0.0, 1.0, "--fault-rate"), default=0.0,
+                   help="share of requests that fail (429/500/timeout/malformed)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the fault sequence")
+    p.add_argument("--timeout-fault-s", type=_float_in(0.0, None, "--timeout-fault-s"), default=30.0,
+                   help="how long an injected timeout hangs")
     p.add_argument("--api-key-env", help="require the key held in this environment variable")
     p.set_defaults(func=_cmd_serve_sim)
 
-    p = sub.add_parser("ui", help="open the Dagster UI on the project's instance")
+    p = add("ui", help="open the Dagster UI on the project's instance")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--port", type=PORT, default=3000)
     p.set_defaults(func=_cmd_ui)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from envduels_dagster.core.export_format import ExportFormatError
-    from envduels_dagster.core.registry import RegistryError
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
     try:
+        return version("envduels-dagster")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # usage errors: one line, exit 2 (_Parser.error)
+    try:
         return args.func(args)
-    except (UsageError, ExportFormatError) as exc:
-        print(f"envduels: error: {exc}", file=sys.stderr)
-        return 2
-    except RegistryError as exc:
-        print(f"envduels: registry error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        _report(args, "interrupted", EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the one boundary: every failure becomes one line and an exit code
+        from envduels_dagster.cli_errors import describe
+
+        message, code = describe(exc, args)
+        _report(args, message, code)
+        return code
+
+
+def _report(args: argparse.Namespace, message: str, code: int) -> None:
+    if getattr(args, "debug", False):
+        import traceback
+
+        traceback.print_exc()
+    elif code != EXIT_BAD_INPUT and code != EXIT_INTERRUPTED:
+        message += " (run again with --debug for the traceback)"
+    print(f"envduels: error: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

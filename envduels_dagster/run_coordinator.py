@@ -22,16 +22,21 @@ from dagster._core.storage.dagster_run import DagsterRun
 
 PROVIDER_TAG = "envduels/provider"
 # Single-dimension partitions that call their model: authoring and hardening (learners call none).
+# Asset jobs launched by name carry no asset selection on the run, so their job names count too.
 CALLING_MODEL_ASSETS = ("authored_environments", "hardened_environments_r")
+CALLING_MODEL_JOBS = ("author_job", "hardened_r")
 
 
-def provider_for(tags: Mapping[str, str], asset_names: list[str], providers: Mapping[str, str]) -> str | None:
+def provider_for(tags: Mapping[str, str], job_name: str, asset_names: list[str],
+                 providers: Mapping[str, str]) -> str | None:
     """The provider a run's model calls go to, from its partition tags; None when it calls no model."""
     solver = tags.get("dagster/partition/solver")
     if solver:
         return providers.get(solver)
     model = tags.get("dagster/partition")
-    if model and "|" not in model and any(n.startswith(CALLING_MODEL_ASSETS) for n in asset_names):
+    calls_author = job_name.startswith(CALLING_MODEL_JOBS) or any(n.startswith(CALLING_MODEL_ASSETS)
+                                                                   for n in asset_names)
+    if model and "|" not in model and calls_author:
         return providers.get(model)
     return None
 
@@ -54,4 +59,4 @@ class ProviderTaggedRunCoordinator(QueuedRunCoordinator):
             self._logger.warning(f"run {run.run_id}: no provider tag, the registry is invalid: {exc}")
             return None
         names = [k.to_user_string() for k in (run.asset_selection or [])]
-        return provider_for(run.tags, names, {m.name: m.provider for m in registry.models})
+        return provider_for(run.tags, run.job_name, names, {m.name: m.provider for m in registry.models})

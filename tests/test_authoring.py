@@ -97,8 +97,15 @@ def test_default_max_turns_when_metadata_omits_it():
     [
         ("I would write a coin game, but here is only a description.", "reply contains no ```python code block"),
         (fence("text", "just words\n"), "reply contains no ```python code block"),
+        # json-repair completes a cut-off object; the missing value is then named, with the JSON error
         (fence("python", CODE) + fence("json", '{"class_name": "Coin", "hint": \n'),
-         "metadata block is not valid JSON: Expecting value at line 2"),  # the value is missing after the newline
+         "reply gives no hint (metadata field 'hint' is missing or empty) "
+         "(metadata repaired from invalid JSON: Expecting value at line 2)"),
+        (fence("python", CODE) + fence("json", '{{{\n'), "metadata block is not valid JSON: Expecting property name "
+                                                         "enclosed in double quotes at line 1"),
+        (fence("python", CODE) + fence("yaml", 'hint: [unclosed\n'),
+         "metadata block is not valid YAML (and not JSON: Expecting value at line 1)"),
+        (fence("python", CODE) + fence("yaml", '- a list\n'), "metadata block must be a YAML mapping (got a list)"),
         (fence("python", CODE) + fence("json", '["Coin", "hint"]\n'), "metadata block must be a JSON object"),
         (fence("python", CODE), "reply gives no hint (metadata field 'hint' is missing or empty)"),
         (fence("python", CODE) + fence("json", '{"class_name": "Coin", "hint": "  "}\n'),

@@ -258,3 +258,85 @@ def test_export_sha256_is_of_the_file_bytes(tmp_path):
     assert spec.source.encode() == crlf
     assert spec.hint == "Think about parity.\nGuess."  # graded hints joined in order
     assert spec.benchmark_seeds == [0, 1] and spec.max_turns == 2 and spec.author == "someone"
+
+
+# --------------------------------------------------------------------------- the error boundary
+
+
+def one_error_line(out: subprocess.CompletedProcess) -> str:
+    """stderr holds exactly one line, the error, and no traceback."""
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("envduels: error: ") and "Traceback" not in out.stderr
+    return lines[0]
+
+
+def test_version_prints_the_installed_version(cli_env):
+    from importlib.metadata import version
+
+    out = envduels(cli_env, "--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"envduels {version('envduels-dagster')}"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["validate"], "envduels validate: the following arguments are required: path (see 'envduels validate --help')"),
+    (["validate", "x.py", "--max-turns", "0"], "envduels validate: argument --max-turns: --max-turns 0 is outside "
+                                                "1..200"),
+    (["validate", "x.py", "--seed", str(2**64)], f"argument --seed: seed {2**64} is outside 0..2**64-1"),
+    (["play", "x.py", "--model", "oracle", "--seed", "-1"], "argument --seed: seed -1 is outside 0..2**64-1"),
+    (["demo", "--seeds", "zero"], "envduels demo: argument --seeds: --seeds must be an integer, got 'zero'"),
+    (["serve-sim", "--fault-rate", "nan"], "argument --fault-rate: --fault-rate nan is outside 0.0..1.0"),
+    (["serve-sim", "--port", "70000"], "argument --port: port 70000 is outside 0..65535"),
+    (["nonsense"], "envduels: argument command: invalid choice: 'nonsense'"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(cli_env, args, message):
+    out = envduels(cli_env, *args)
+    assert out.returncode == 2
+    assert message in one_error_line(out)
+
+
+def test_debug_adds_the_traceback_before_or_after_the_command(cli_env, tmp_path):
+    missing = tmp_path / "missing.py"
+    plain = envduels(cli_env, "validate", missing)
+    assert plain.returncode == 2
+    assert one_error_line(plain) == (f"envduels: error: {missing}: no such file or directory; give an environment "
+                                     ".py file or an export directory")
+    for args in (["--debug", "validate", missing], ["validate", missing, "--debug"]):
+        out = envduels(cli_env, *args)
+        assert out.returncode == 2
+        assert out.stderr.startswith("Traceback (most recent call last):")
+        assert out.stderr.splitlines()[-1] == one_error_line(plain)
+
+
+def test_a_source_that_is_not_utf8_is_bad_input(cli_env, tmp_path):
+    path = tmp_path / "latin.py"
+    path.write_bytes(GOOD.encode() + b"# caf\xe9\n")
+    out = envduels(cli_env, "validate", path)
+    assert out.returncode == 2
+    assert one_error_line(out).startswith(f"envduels: error: {path}: not UTF-8 text (invalid continuation byte")
+
+
+def test_demo_with_a_bad_registry_is_one_line_exit_2(cli_env, tmp_path):
+    bad = tmp_path / "ghost.yaml"
+    bad.write_text("models:\n  - name: ghost\n    model: envduels-sim/nobody\n")
+    out = envduels({**cli_env, "ENVDUELS_REGISTRY": str(bad)}, "demo")
+    assert out.returncode == 2
+    assert one_error_line(out) == (f"envduels: error: registry error: {bad}: entry #1 ('ghost'): field 'model': "
+                                   "unknown simulated profile 'nobody'; known: oracle, expert, journeyman, "
+                                   "apprentice, novice")
+
+
+def test_a_failing_demo_run_is_one_line_naming_the_run_and_the_log_not_a_runtimeerror_traceback(cli_env, tmp_path):
+    """A model server that refuses connections: the authoring run fails inside Dagster (after the gateway's
+    retries). The user reads one line naming the failed run and the file holding Dagster's log."""
+    down = tmp_path / "down.yaml"
+    down.write_text("models:\n  - name: down\n    model: openai/x\n    api_base: http://127.0.0.1:9/v1\n"
+                    "    client: fast\n")
+    out = envduels({**cli_env, "ENVDUELS_REGISTRY": str(down)}, "demo", "--envs-per-author", "1", "--seeds", "1")
+    assert out.returncode == 1
+    line = one_error_line(out)
+    log = Path(cli_env["ENVDUELS_HOME"]) / "logs" / "demo-failure.log"
+    assert line.startswith("envduels: error: demo failed: run for round 0 authoring [down] failed; see run ")
+    assert line.endswith(f"in the Dagster UI; Dagster's log of the failure: {log} "
+                         "(run again with --debug for the traceback)")
+    assert "ConnectionRefusedError" in log.read_text()

@@ -79,3 +79,15 @@ def test_request_book_survives_its_cursor_and_ignores_an_old_style_cursor():
     again.finish(plan.request_id)
     assert again.open == {} and again.finished == [plan.request_id]
     assert RequestBook.from_json('["new:author:x:v1"]').open == {}
+
+
+def test_the_provider_tag_follows_the_model_a_run_calls_however_it_was_launched():
+    from envduels_dagster.run_coordinator import provider_for
+
+    pools = {"a": "openai", "b": "envduels-sim"}
+    pair = {"dagster/partition": "a|b", "dagster/partition/author": "a", "dagster/partition/solver": "b"}
+    assert provider_for(pair, "__ASSET_JOB", ["duel_episodes"], pools) == "envduels-sim"  # the solver plays
+    assert provider_for({"dagster/partition": "a"}, "author_job", [], pools) == "openai"  # sensor, by job name
+    assert provider_for({"dagster/partition": "a"}, "__ASSET_JOB", ["hardened_environments_r2"], pools) == "openai"
+    assert provider_for({"dagster/partition": "a"}, "__ASSET_JOB", ["training_set"], pools) is None  # no calls
+    assert provider_for({}, "downstream_job", [], pools) is None

@@ -132,9 +132,14 @@ def next_step(cold: int, hint: int, n: int, policy: AdaptivePolicy) -> bool:
 def extra_seeds(seeds: list[int], count: int) -> list[int]:
     """``seeds`` followed by new seeds (after the largest) up to ``count`` in all."""
     out = list(seeds)
+    used = set(out)
     nxt = max(out, default=-1) + 1
     while len(out) < count:
-        out.append(nxt)
+        if nxt > 2**64 - 1:  # seeds are unsigned 64-bit (protocol.Seed): wrap to the smallest unused
+            nxt = 0
+        if nxt not in used:
+            out.append(nxt)
+            used.add(nxt)
         nxt += 1
     return out
 

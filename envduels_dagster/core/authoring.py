@@ -3,16 +3,16 @@
 Why a forgiving parser: real models wrap code in prose and fences, or forget
 the metadata block. Anything we cannot parse becomes a *rejected* environment
 with the reason, never an exception that kills the author's whole batch.
+The parser itself lives in ``core/replies.py`` (re-exported here).
 """
 
 from __future__ import annotations
 
-import ast
-import json
-import re
-from dataclasses import dataclass
-
 from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, sha256_text
+from envduels_dagster.core.replies import AuthorReplyError, ParsedReply, parse_author_reply
+
+__all__ = ["AUTHOR_BRIEF", "AUTHOR_SYSTEM_PROMPT", "AuthorReplyError", "ParsedReply", "author_environments",
+           "author_messages", "make_env_id", "parse_author_reply", "spec_from_reply"]
 
 AUTHOR_SYSTEM_PROMPT = (
     "You design interactive text environments that test other language-model agents. "
@@ -42,80 +42,10 @@ Environment slot: {slot} of {count}
 """
 
 
-class AuthorReplyError(ValueError):
-    pass
-
-
-@dataclass
-class ParsedReply:
-    source: str
-    class_name: str
-    domain: str
-    hint: str
-    max_turns: int
-    family: str | None = None
-    meta: dict | None = None
-
-
 def author_messages(slot: int, count: int, domain: str = "any domain you like",
                     seeds: list[int] | tuple[int, ...] = DEFAULT_SEEDS) -> list[dict[str, str]]:
     user = AUTHOR_BRIEF.format(domain=domain, slot=slot, count=count, seeds=list(seeds))
     return [{"role": "system", "content": AUTHOR_SYSTEM_PROMPT}, {"role": "user", "content": user}]
-
-
-FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
-
-
-def parse_author_reply(text: str) -> ParsedReply:
-    """Extract source and metadata from a free-form author reply; raise AuthorReplyError with the reason."""
-    blocks = [(lang.lower(), body) for lang, body in FENCE.findall(text)]
-    code = next((b for lang, b in blocks if lang in ("python", "py")), None)
-    if code is None:
-        code = next((b for lang, b in blocks if "class " in b and "def " in b), None)
-    if code is None:
-        raise AuthorReplyError("reply contains no ```python code block")
-    meta: dict = {}
-    raw_json = next((b for lang, b in blocks if lang == "json"), None)
-    if raw_json is None:  # an un-labelled (or mislabelled) fence holding a JSON object
-        raw_json = next((b for lang, b in blocks if b is not code and b.strip().startswith("{")), None)
-    if raw_json is None:
-        m = re.search(r"\{[^{}]*\"class_name\"[^{}]*\}", text)
-        raw_json = m.group(0) if m else None
-    if raw_json is not None:
-        try:
-            meta = json.loads(raw_json)
-        except json.JSONDecodeError as exc:
-            raise AuthorReplyError(f"metadata block is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-        if not isinstance(meta, dict):
-            raise AuthorReplyError("metadata block must be a JSON object")
-    class_name = meta.get("class_name") or _infer_class(code)
-    hint = meta.get("hint")
-    if not isinstance(hint, str) or not hint.strip():
-        raise AuthorReplyError("reply gives no hint (metadata field 'hint' is missing or empty)")
-    try:
-        max_turns = int(meta.get("max_turns", 10))
-    except (TypeError, ValueError):
-        raise AuthorReplyError(f"max_turns {meta.get('max_turns')!r} is not an integer") from None
-    if not 1 <= max_turns <= 200:
-        raise AuthorReplyError(f"max_turns {max_turns} is outside 1..200")
-    return ParsedReply(source=code, class_name=str(class_name), domain=str(meta.get("domain") or "unknown"),
-                       hint=hint.strip(), max_turns=max_turns, family=meta.get("family"), meta=meta)
-
-
-def _infer_class(code: str) -> str:
-    """The one class in the source that defines both reset and step."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        m = re.search(r"^class\s+([A-Za-z_]\w*)", code, re.M)
-        if m:
-            return m.group(1)
-        raise AuthorReplyError("metadata gives no class_name and the code defines no class") from None
-    found = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
-             and {"reset", "step"} <= {f.name for f in n.body if isinstance(f, ast.FunctionDef)}]
-    if len(found) != 1:
-        raise AuthorReplyError(f"metadata gives no class_name and the code defines {len(found)} environment classes")
-    return found[0]
 
 
 def make_env_id(author: str, round_: int, slot: int, source: str) -> str:

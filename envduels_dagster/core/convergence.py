@@ -30,16 +30,16 @@ def shape_tokens(source: str) -> list[str]:
     """Pre-order sequence of AST node type names (empty when the source does not parse)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the parser's own nesting limit
         return []
+    # Iterative pre-order (same order as the recursive walk): a valid source with a 1,500-term
+    # expression nests 1,500 deep, past Python's recursion limit, and made this raise RecursionError.
     out: list[str] = []
-
-    def visit(node: ast.AST) -> None:
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
         out.append(type(node).__name__)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
     return out
 
 

@@ -19,6 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from envduels_dagster.core.protocol import Seed  # unsigned 64-bit: 0..2**64-1
+
 
 class ManifestEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -41,7 +43,7 @@ class Manifest(BaseModel):
 
 
 class EnvMetadata(BaseModel):
-    benchmark_seeds: list[int] = Field(min_length=1)
+    benchmark_seeds: list[Seed] = Field(min_length=1)
     learner: str
     p_cold: float
     p_hint: float
@@ -64,14 +66,14 @@ class GymEnvConfig(BaseModel):
     name: Literal["envduels"] = "envduels"
     export_dir: str
     env_id: str
-    seed: int
+    seed: Seed
 
 
 class GymRow(BaseModel):
     messages: list[GymMessage]
     env_config: GymEnvConfig
     env_id: str
-    seed: int
+    seed: Seed
 
 
 class PromptRow(BaseModel):
@@ -79,7 +81,7 @@ class PromptRow(BaseModel):
 
     data_source: Literal["envduels"] = "envduels"
     env_id: str
-    seed: int
+    seed: Seed
     author: str
     ability: str  # the environment's domain
     prompt: str

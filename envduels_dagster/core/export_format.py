@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec
+from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seed_problem
 
 FORMAT_VERSION = 1
 
@@ -65,8 +65,13 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
         if item.get("metadata"):
             meta = _read_json(_inside(root, item["metadata"], "metadata", env_id), env_id, "metadata")
             seeds = meta.get("benchmark_seeds", seeds)
-            if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)):
-                raise ExportFormatError(f"environment {env_id!r}: benchmark_seeds must be a non-empty list of ints")
+            if not (isinstance(seeds, list) and seeds):
+                raise ExportFormatError(f"environment {env_id!r}: {item['metadata']}: benchmark_seeds must be a "
+                                        "non-empty list of ints (unsigned 64-bit: 0..2**64-1)")
+            for k, seed in enumerate(seeds):
+                if (problem := seed_problem(seed)) is not None:
+                    raise ExportFormatError(f"environment {env_id!r}: {item['metadata']}: benchmark_seeds[{k}] "
+                                            f"{problem}; give seeds as JSON integers in 0..2**64-1")
         hint = ""
         if item.get("privileged"):
             priv = _read_json(_inside(root, item["privileged"], "privileged", env_id), env_id, "privileged")

@@ -39,9 +39,16 @@ def parse_completion(status: int, retry_after: str | None, raw: bytes) -> tuple[
         data = orjson.loads(raw)
         text = data["choices"][0]["message"]["content"]
         usage = data["usage"]
-        return text, int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+        tokens = usage["prompt_tokens"], usage["completion_tokens"]
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
         raise MalformedBody(f"unreadable completion body: {type(exc).__name__}") from None
+    # Found by tests/test_fuzz_inputs.py: a null content (a tool-call reply) or float/bool token counts
+    # used to pass through as a reply of None or truncated counts.
+    if not isinstance(text, str):
+        raise MalformedBody(f"unreadable completion body: message content is {type(text).__name__}, not text")
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+        raise MalformedBody(f"unreadable completion body: usage token counts {tokens!r} are not counts")
+    return text, tokens[0], tokens[1]
 
 
 class FastClient:

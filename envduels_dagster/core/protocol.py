@@ -7,7 +7,7 @@ these types, so the protocol's rules live in exactly one place.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -18,6 +18,22 @@ EpisodeStatus = Literal["success", "failure", "incomplete"]
 StopReason = Literal["terminated", "truncated", "max_turns", "env_error", "llm_error"]
 
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3)
+
+# Seeds are unsigned 64-bit integers, 0..2**64-1: EnvDuels exports carry seeds such as 4191792089
+# (unsigned 32-bit) and trainers draw 64-bit ones. The warehouse stores them as UBIGINT; JSON
+# (exports, sandbox pipes, training rows) carries them as plain integers; Python passes them to
+# ``reset(seed=...)`` unchanged. Negative seeds are refused at every entry (docs/INPUTS.md).
+MIN_SEED, MAX_SEED = 0, 2**64 - 1
+Seed = Annotated[int, Field(ge=MIN_SEED, le=MAX_SEED)]
+
+
+def seed_problem(value: object) -> str | None:
+    """Why ``value`` is not a seed (None when it is one); for loaders that name the bad entry."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{value!r} is not an integer"
+    if not MIN_SEED <= value <= MAX_SEED:
+        return f"{value} is outside 0..2**64-1 (seeds are unsigned 64-bit integers)"
+    return None
 
 SOLVER_SYSTEM_PROMPT = (
     "You are playing an interactive language game. Each turn you receive an observation "
@@ -82,7 +98,7 @@ class EnvironmentSpec(BaseModel):
     source: str
     source_sha256: str = ""
     hint: str = ""
-    benchmark_seeds: list[int] = Field(default_factory=lambda: list(DEFAULT_SEEDS))
+    benchmark_seeds: list[Seed] = Field(default_factory=lambda: list(DEFAULT_SEEDS))
     valid: bool = False
     reject_reason: str | None = None
     winnability: Literal["proven", "unproven", "failed"] = "unproven"
@@ -118,7 +134,7 @@ class EpisodeRecord(BaseModel):
     author: str
     solver: str
     condition: Condition
-    seed: int
+    seed: Seed
     status: EpisodeStatus
     stop_reason: StopReason
     turns: int = 0

@@ -20,12 +20,12 @@ SCHEMA = {
         output_cost_per_mtok DOUBLE""",
     "environments": """
         env_id VARCHAR, author VARCHAR, round INTEGER, domain VARCHAR, family VARCHAR, class_name VARCHAR,
-        max_turns INTEGER, source VARCHAR, source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds INTEGER[],
+        max_turns INTEGER, source VARCHAR, source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds UBIGINT[],
         valid BOOLEAN, reject_reason VARCHAR, winnability VARCHAR, parent_env_id VARCHAR,
         author_version VARCHAR, author_meta VARCHAR, materialized_at TIMESTAMP, author_calls INTEGER,
         author_prompt_tokens BIGINT, author_completion_tokens BIGINT, author_cost_usd DOUBLE""",
     "episodes": """
-        env_id VARCHAR, author VARCHAR, solver VARCHAR, round INTEGER, condition VARCHAR, seed INTEGER,
+        env_id VARCHAR, author VARCHAR, solver VARCHAR, round INTEGER, condition VARCHAR, seed UBIGINT,
         status VARCHAR,
         stop_reason VARCHAR, turns INTEGER, max_turns INTEGER, format_errors INTEGER, final_reward DOUBLE,
         prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE, model_calls INTEGER,
@@ -55,13 +55,22 @@ SCHEMA = {
         expected_learnable DOUBLE, expected_lower DOUBLE, expected_upper DOUBLE""",
     "training_set": """
         learner VARCHAR, env_id VARCHAR, author VARCHAR, domain VARCHAR, class_name VARCHAR, max_turns INTEGER,
-        source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds INTEGER[], n_seeds INTEGER, p_cold DOUBLE,
+        source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds UBIGINT[], n_seeds INTEGER, p_cold DOUBLE,
         p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE, rank INTEGER""",
 }
 
 # Values given to rows written before a column existed (everything before rounds was round 0).
 # author_calls: every environment row is exactly one authoring or hardening call (its cost stays unknown).
 MIGRATION_DEFAULTS = {"round": "0", "author_calls": "1"}
+
+# Seed columns are UBIGINT (unsigned 64-bit, see protocol.Seed). Warehouses written before that held
+# INTEGER seeds: ensure_schema widens those columns in place, in one transaction, rows intact.
+WIDENINGS = {("INTEGER", "UBIGINT"), ("INTEGER[]", "UBIGINT[]"), ("BIGINT", "UBIGINT"), ("BIGINT[]", "UBIGINT[]")}
+
+
+class WarehouseMigrationError(RuntimeError):
+    pass
+
 
 # Friendly aliases named after the Dagster assets that write the contract tables.
 VIEWS = {"authored_environments": "environments", "duel_episodes": "episodes"}
@@ -72,6 +81,7 @@ def ensure_schema(conn) -> None:
     existing = {(t, c) for t, c in conn.execute(
         "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'").fetchall()}
     tables = {t for t, _ in existing}
+    _widen_columns(conn)
     for table, columns in SCHEMA.items():
         if table not in tables:
             conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
@@ -83,6 +93,42 @@ def ensure_schema(conn) -> None:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {ctype}{default}")
     for view, table in VIEWS.items():
         conn.execute(f"CREATE VIEW IF NOT EXISTS {view} AS SELECT * FROM {table}")
+
+
+def _widen_columns(conn) -> None:
+    """Change old column types to the contract's where that only widens them (INTEGER seeds -> UBIGINT).
+
+    All in one transaction: a failure (a negative seed cannot become unsigned) leaves every column
+    as it was and names the table, the column and the rows to fix."""
+    current = conn.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                           "WHERE table_schema = 'main'").fetchall()
+    todo = []
+    for table, name, dtype in current:
+        if table not in SCHEMA:
+            continue
+        wanted = {c.split()[0]: c.split()[1] for c in _columns(table)}.get(name)
+        if wanted is not None and (dtype, wanted) in WIDENINGS:
+            todo.append((table, name, dtype, wanted))
+    if not todo:
+        return
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for table, name, dtype, wanted in todo:
+            test = f"list_min({name}) < 0" if wanted.endswith("[]") else f"{name} < 0"
+            (bad,) = conn.execute(f"SELECT count(*) FROM {table} WHERE {test}").fetchone()
+            if bad:
+                raise WarehouseMigrationError(
+                    f"table {table}, column {name}: {bad} row(s) hold a negative seed, which cannot become "
+                    f"{wanted} (seeds are 0..2**64-1); delete or renumber those rows "
+                    f"(SELECT * FROM {table} WHERE {test}) and run again")
+            conn.execute(f"ALTER TABLE {table} ALTER COLUMN {name} TYPE {wanted}")
+        for view, table in VIEWS.items():  # a view keeps the column types it was created with
+            if table in {t for t, *_ in todo}:
+                conn.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {table}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _where(where: dict[str, object] | None) -> tuple[str, list]:
