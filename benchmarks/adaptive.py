@@ -144,7 +144,7 @@ def main() -> int:
 
     from envduels_dagster.core.adaptive import AdaptivePolicy
     from envduels_dagster.core.cache import CallCache
-    from envduels_dagster.core.gateway import Gateway
+    from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.registry import load_registry
 
     policy = AdaptivePolicy(target=args.target)

@@ -62,6 +62,7 @@ def write_registry(path: Path, base: str, solver: str, author: str, backend: str
     model: openai/{solver}
     api_base: {base}
     client: {backend}
+    request_contract: true
     max_concurrency: {concurrency}
 """)
 
@@ -92,13 +93,13 @@ def main() -> int:
     if args.episodes % args.concurrency:
         print(f"warning: E={args.episodes} is not a multiple of C={args.concurrency}", file=sys.stderr)
 
-    from envduels_dagster.core import fast_client
+    from envduels_dagster.core.models import fast_client
     from envduels_dagster.core.cache import CallCache
 
     if args.http == "aiohttp":
         fast_client._httptools_available = lambda: False
     from envduels_dagster.core.episodes import play_pair
-    from envduels_dagster.core.gateway import Gateway, RetryPolicy
+    from envduels_dagster.core.models import Gateway, RetryPolicy
     from envduels_dagster.core.registry import load_registry
 
     workdir = Path(tempfile.mkdtemp(prefix="envduels-throughput-"))
@@ -123,9 +124,9 @@ def main() -> int:
         specs = [s for s in specs if s.benchmark_seeds]
         warmup = None
         if args.backend == "litellm" and not args.litellm_processes:
-            from envduels_dagster.core.gateway import _litellm_module
+            from envduels_dagster.core.models.litellm_backend import litellm_module
 
-            _litellm_module()  # import cost (~4 s) is a one-off per process, not per call
+            litellm_module()  # import cost (~4 s) is a one-off per process, not per call
         elif args.backend == "litellm":
             warmup = args.litellm_processes  # start the worker processes (they import litellm) before timing
         setup_s = time.perf_counter() - t_setup
@@ -138,10 +139,7 @@ def main() -> int:
 
         async def run():
             if warmup:  # start the litellm worker processes (each imports litellm, ~4 s) before timing
-                from envduels_dagster.core.gateway import LitellmWorkers
-
-                gateway._litellm_workers = LitellmWorkers(warmup)
-                await gateway._litellm_workers._ensure(0)
+                await gateway.backend(registry.get("solver-http")).workers()._ensure(0)
             timing["load0"] = os.getloadavg()[0]
             timing["server0"] = _proc_cpu_s(server.pid)
             timing["cpu0"], timing["t0"] = time.process_time(), time.perf_counter()
@@ -151,7 +149,7 @@ def main() -> int:
             finally:
                 timing["wall"] = time.perf_counter() - timing["t0"]
                 timing["cpu"] = time.process_time() - timing["cpu0"]
-                workers = gateway._litellm_workers
+                workers = getattr(gateway._backends.get("litellm"), "_workers", None)
                 timing["workers_cpu"] = sum(_proc_cpu_s(p.pid) for p in (workers._procs if workers else []) if p)
                 await gateway.aclose()
 

@@ -129,7 +129,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_play(args: argparse.Namespace) -> int:
     from envduels_dagster.core.episodes import play_episode
-    from envduels_dagster.core.gateway import Gateway
+    from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.registry import load_registry
 
     registry = load_registry()

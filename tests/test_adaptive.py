@@ -139,7 +139,7 @@ def test_policy_rejects_inconsistent_settings():
 
 def test_play_pair_adaptive_plays_real_environments_paired_and_in_order(sim_registry, tmp_path):
     from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.gateway import Gateway
+    from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.registry import load_registry
 
     gateway = Gateway(load_registry(sim_registry(["journeyman", "oracle"])))
@@ -207,7 +207,7 @@ PLAYED = ("env_id", "solver", "condition", "seed", "status", "stop_reason", "tur
 
 def _envs_and_gateway(sim_registry, names=("journeyman", "apprentice")):
     from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.gateway import Gateway
+    from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.registry import load_registry
 
     gateway = Gateway(load_registry(sim_registry(list(names))))
@@ -240,7 +240,7 @@ def test_reused_sandbox_workers_play_the_same_episodes_with_fewer_starts(sim_reg
 def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp_path, monkeypatch):
     """Gateway(litellm_processes=1): litellm runs in a child process; episodes, retries and errors are the same."""
     from envduels_dagster.core.episodes import play_pair
-    from envduels_dagster.core.gateway import Gateway, LLMError
+    from envduels_dagster.core.models import Gateway, LLMError
     from envduels_dagster.core.registry import load_registry
     from tests.test_providers import SimServerProcess
 
@@ -255,12 +255,13 @@ def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp
     model: openai/apprentice
     api_base: {server.base}
     client: litellm
+    request_contract: true
   - name: unreachable
     model: openai/apprentice
     api_base: http://127.0.0.1:9/v1
     client: litellm
 """)
-        from envduels_dagster.core.gateway import RetryPolicy
+        from envduels_dagster.core.models import RetryPolicy
 
         policy = RetryPolicy(max_attempts=8, base_delay_s=0.05, timeout_s=1.0)
         gateway = Gateway(load_registry(registry), policy=policy, litellm_processes=1)

@@ -15,7 +15,7 @@ from envduels_dagster.core.authoring import (
     spec_from_reply,
 )
 from envduels_dagster.core.cache import CallCache
-from envduels_dagster.core.gateway import Gateway
+from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.registry import load_registry
 
 CODE = '''import random

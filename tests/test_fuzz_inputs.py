@@ -229,7 +229,7 @@ def completion_bodies():
 @given(status=st.sampled_from([200, 200, 200, 400, 429, 500, 503]), raw=completion_bodies(),
        retry_after=st.none() | st.sampled_from(["1", "0.5", "soon", "Wed, 21 Oct 2015 07:28:00 GMT", "-3", "nan"]))
 def test_a_completion_response_parses_or_raises_the_transport_errors(status, retry_after, raw):
-    from envduels_dagster.core.fast_client import HTTPStatusError, MalformedBody, parse_completion
+    from envduels_dagster.core.models.fast_client import HTTPStatusError, MalformedBody, parse_completion
 
     try:
         text, prompt_tokens, completion_tokens = parse_completion(status, retry_after, raw)

@@ -11,7 +11,7 @@ import pytest
 from envduels_dagster.core.authoring import author_environments
 from envduels_dagster.core.cache import CallCache, request_key
 from envduels_dagster.core.episodes import play_pair
-from envduels_dagster.core.gateway import RETRYABLE, Gateway, MalformedResponse, classify_exception
+from envduels_dagster.core.models import RETRYABLE, Gateway, MalformedResponse, classify_exception
 from envduels_dagster.core.registry import load_registry
 
 SEEDS = [0, 1]

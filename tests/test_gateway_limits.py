@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from envduels_dagster.core.gateway import Gateway
+from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.registry import load_registry
 
 MESSAGES = [{"role": "system", "content": "x"},

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from envduels_dagster.core.episodes import play_episode
-from envduels_dagster.core.gateway import Gateway
+from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.registry import load_registry
 from envduels_dagster.core.sandbox import UID_BASE, UID_SPAN, SandboxedEnv, SandboxError, SandboxLimits, fork_server_pid

@@ -79,6 +79,7 @@ def write_http_registry(path: Path, base: str, extra: str = "", client: str = "l
     api_base: {base}
     api_key_env: ENVDUELS_TEST_KEY
     client: {client}
+    request_contract: true
     input_cost_per_mtok: 1.0
     output_cost_per_mtok: 2.0
 {extra}""")

@@ -213,7 +213,7 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     from envduels_dagster.core.authoring import author_environments
     from envduels_dagster.core.cache import CallCache
     from envduels_dagster.core.episodes import play_pair
-    from envduels_dagster.core.gateway import Gateway, RetryPolicy
+    from envduels_dagster.core.models import Gateway, RetryPolicy
     from envduels_dagster.core.registry import load_registry
     from envduels_dagster.core.stats import env_solver_stats
     from envduels_dagster.core.warehouse import episodes_frame

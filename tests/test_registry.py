@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envduels_dagster.core.gateway import Gateway
+from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.registry import (
     DEFAULT_REGISTRY,
     RegistryError,

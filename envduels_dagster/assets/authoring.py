@@ -9,7 +9,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
 from envduels_dagster.assets.registry import model_registry
 from envduels_dagster.core.authoring import author_environments
-from envduels_dagster.core.gateway import LLMError, run_and_close
+from envduels_dagster.core.models import LLMError, run_and_close
 from envduels_dagster.core.registry import RegistryError
 from envduels_dagster.core.warehouse import environments_frame, replace_rows
 from envduels_dagster.partitions import models_partitions

@@ -12,7 +12,7 @@ from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
 from envduels_dagster.assets.registry import model_registry
 from envduels_dagster.core.adaptive import AdaptivePolicy, play_pair_adaptive
 from envduels_dagster.core.episodes import play_pair
-from envduels_dagster.core.gateway import LLMError, run_and_close
+from envduels_dagster.core.models import LLMError, run_and_close
 from envduels_dagster.core.registry import RegistryError
 from envduels_dagster.core.stats import pair_lift
 from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows, specs_from_rows

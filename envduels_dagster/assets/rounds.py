@@ -18,7 +18,7 @@ from envduels_dagster.assets.common import OWNERS, markdown_table, utcnow
 from envduels_dagster.assets.duels import play_round_pair
 from envduels_dagster.core.costing import usage_fields
 from envduels_dagster.core.coevolution import build_digest_messages, child_from_reply
-from envduels_dagster.core.gateway import LLMError, run_and_close
+from envduels_dagster.core.models import LLMError, run_and_close
 from envduels_dagster.core.registry import RegistryError
 from envduels_dagster.core.validation import validate_environment
 from envduels_dagster.core.warehouse import environments_frame, read_table, replace_rows, specs_from_rows

@@ -8,7 +8,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.common import OWNERS, markdown_table
 from envduels_dagster.core.authoring import author_messages, spec_from_reply
-from envduels_dagster.core.gateway import run_and_close
+from envduels_dagster.core.models import run_and_close
 from envduels_dagster.core.learning_study import COLUMNS, correlate, study_learner
 from envduels_dagster.core.validation import validate_environment
 from envduels_dagster.core.warehouse import read_table, replace_rows, specs_from_rows

@@ -38,7 +38,10 @@ import asyncio
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
+
+if TYPE_CHECKING:
+    from envduels_dagster.core.models.types import ChatGateway
 
 CATEGORIES = ("wasted", "noise", "learnable")
 
@@ -186,7 +189,7 @@ async def play_env_adaptive(play_seed: Callable, seeds: list[int], policy: Adapt
     return records, decision
 
 
-async def play_pair_adaptive(gateway, solver: str, envs, policy: AdaptivePolicy, limits=None,
+async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: AdaptivePolicy, limits=None,
                              concurrency: int = 8, budget_s: float | None = None,
                              on_progress: Callable[[int, int], None] | None = None,
                              reuse_sandboxes: bool = False) -> tuple[list, list[PairDecision]]:

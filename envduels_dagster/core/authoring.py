@@ -8,6 +8,8 @@ The parser itself lives in ``core/replies.py`` (re-exported here).
 
 from __future__ import annotations
 
+from envduels_dagster.core.models.contract import AuthorRequest, Prompt
+from envduels_dagster.core.models.types import ChatGateway
 from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, sha256_text
 from envduels_dagster.core.replies import AuthorReplyError, ParsedReply, parse_author_reply
 
@@ -43,9 +45,11 @@ Environment slot: {slot} of {count}
 
 
 def author_messages(slot: int, count: int, domain: str = "any domain you like",
-                    seeds: list[int] | tuple[int, ...] = DEFAULT_SEEDS) -> list[dict[str, str]]:
+                    seeds: list[int] | tuple[int, ...] = DEFAULT_SEEDS) -> Prompt:
+    """The authoring request: the brief as text, and the same request as data (``AuthorRequest``)."""
     user = AUTHOR_BRIEF.format(domain=domain, slot=slot, count=count, seeds=list(seeds))
-    return [{"role": "system", "content": AUTHOR_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    return Prompt([{"role": "system", "content": AUTHOR_SYSTEM_PROMPT}, {"role": "user", "content": user}],
+                  AuthorRequest(slot=slot, count=count, domain=domain, seeds=tuple(seeds)))
 
 
 def make_env_id(author: str, round_: int, slot: int, source: str) -> str:
@@ -66,7 +70,7 @@ def spec_from_reply(author: str, slot: int, reply: str, seeds: list[int], round_
                            round=round_, author_meta=parsed.meta or {})
 
 
-async def author_environments(gateway, author: str, count: int, seeds: list[int], limits=None,
+async def author_environments(gateway: ChatGateway, author: str, count: int, seeds: list[int], limits=None,
                               round_: int = 0, domain: str = "any domain you like",
                               on_progress=None) -> list[EnvironmentSpec]:
     """Have ``author`` write ``count`` environments and validate each in the sandbox.

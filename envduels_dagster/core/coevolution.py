@@ -10,6 +10,7 @@ validation as any other environment.
 from __future__ import annotations
 
 import json
+import math
 import re
 from itertools import combinations
 
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.authoring import AUTHOR_SYSTEM_PROMPT, make_env_id, spec_from_reply
+from envduels_dagster.core.models.contract import HardenRequest, PeerRates, Prompt
 from envduels_dagster.core.protocol import EnvironmentSpec
 
 HARDEN_BRIEF = """Round {round}: harden your environment {env_id} using how other models played it.
@@ -69,9 +71,11 @@ def failure_excerpts(episodes: pd.DataFrame, budget: int, forbidden_hints: list[
 
 
 def build_digest_messages(parent: EnvironmentSpec, peer_episodes: pd.DataFrame, round_: int, slot: int,
-                          budget: int, forbidden_hints: list[str]) -> list[dict[str, str]]:
-    """The hardening request for one parent environment. ``peer_episodes``: other solvers only."""
+                          budget: int, forbidden_hints: list[str]) -> Prompt:
+    """The hardening request for one parent environment, as text and as data (``HardenRequest``).
+    ``peer_episodes``: other solvers only."""
     done = peer_episodes[peer_episodes["status"] != "incomplete"]
+    peer_rates: list[PeerRates] = []
     if done.empty:
         table = "- (nobody played it)"
     else:
@@ -79,14 +83,35 @@ def build_digest_messages(parent: EnvironmentSpec, peer_episodes: pd.DataFrame, 
                  .pivot_table(index="solver", columns="condition", values="y", aggfunc="mean")
                  .reindex(columns=["cold", "hinted"]))
         table = "\n".join(f"- {solver}: cold {r.cold:.2f}, hinted {r.hinted:.2f}" for solver, r in rates.iterrows())
+        peer_rates = [PeerRates(solver=str(solver), cold=float(r.cold), hinted=float(r.hinted))
+                      for solver, r in rates.iterrows() if not (math.isnan(r.cold) or math.isnan(r.hinted))]
     verdict = "" if parent.valid else f"It was REJECTED by validation: {parent.reject_reason}\n"
     meta = {**parent.author_meta, "hint": parent.hint, "max_turns": parent.max_turns,
             "class_name": parent.class_name, "domain": parent.domain}
+    meta_json = json.dumps(meta, indent=2)
     user = HARDEN_BRIEF.format(
-        round=round_, env_id=parent.env_id, source=parent.source, meta=json.dumps(meta, indent=2), verdict=verdict,
+        round=round_, env_id=parent.env_id, source=parent.source, meta=meta_json, verdict=verdict,
         seeds=parent.benchmark_seeds, table=table, budget=budget,
         excerpts=failure_excerpts(peer_episodes, budget, forbidden_hints), slot=slot)
-    return [{"role": "system", "content": AUTHOR_SYSTEM_PROMPT}, {"role": "user", "content": scrub(user, forbidden_hints)}]
+    # The request says what the brief says, scrubbed the same way: no author learns another's hint
+    # from the data either (and an own hint equal to another author's reads as removed, as in the text).
+    request = HardenRequest(slot=slot, round=round_, parent_env_id=parent.env_id,
+                            parent_meta=_scrubbed_meta(meta, meta_json, forbidden_hints), parent_valid=parent.valid,
+                            reject_reason=scrub(parent.reject_reason, forbidden_hints) if parent.reject_reason else None,
+                            seeds=tuple(parent.benchmark_seeds), peer_rates=tuple(peer_rates))
+    return Prompt([{"role": "system", "content": AUTHOR_SYSTEM_PROMPT},
+                   {"role": "user", "content": scrub(user, forbidden_hints)}], request)
+
+
+def _scrubbed_meta(meta: dict, meta_json: str, forbidden_hints: list[str]) -> dict:
+    """The metadata as the scrubbed brief shows it (a hint that spans JSON syntax: scrub value by value)."""
+    try:
+        shown = json.loads(scrub(meta_json, forbidden_hints))
+    except json.JSONDecodeError:
+        shown = None
+    if not isinstance(shown, dict):
+        shown = {k: scrub(v, forbidden_hints) if isinstance(v, str) else v for k, v in json.loads(meta_json).items()}
+    return shown
 
 
 def child_from_reply(parent: EnvironmentSpec, reply: str, round_: int, slot: int) -> tuple[EnvironmentSpec, bool]:

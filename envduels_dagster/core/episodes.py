@@ -13,7 +13,8 @@ import time
 from collections import deque
 from typing import AsyncContextManager, AsyncIterator, Callable
 
-from envduels_dagster.core.gateway import LLMError
+from envduels_dagster.core.models.contract import SolveRequest
+from envduels_dagster.core.models.types import ChatGateway, LLMError
 from envduels_dagster.core.protocol import (
     SOLVER_SYSTEM_PROMPT,
     Condition,
@@ -29,7 +30,7 @@ from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLim
 FORMAT_ERROR_OBSERVATION = "Format error: no action found. Reply with your action inside \\boxed{}."
 
 
-async def play_episode(gateway, solver: str, env: EnvironmentSpec, seed: int, condition: Condition,
+async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, seed: int, condition: Condition,
                        limits: SandboxLimits | None = None, budget_s: float | None = None,
                        sandbox: SandboxedEnv | None = None,
                        lease: Callable[[EnvironmentSpec], AsyncContextManager[SandboxedEnv]] | None = None,
@@ -55,13 +56,15 @@ async def play_episode(gateway, solver: str, env: EnvironmentSpec, seed: int, co
             observation, _ = await sandbox.reset(seed)
             hint = env.hint if condition == "hinted" else None
             messages.append({"role": "user", "content": first_user_message(observation, hint)})
+            request = SolveRequest(env_id=env.env_id, condition=condition, observation=observation,
+                                   hint=hint or None, max_turns=env.max_turns)
             while rec.turns < env.max_turns:
                 remaining = None if budget_s is None else budget_s - (time.perf_counter() - t0)
                 if remaining is not None and remaining <= 0:
                     raise LLMError("budget_exhausted", f"episode budget of {budget_s:g} s used up")
                 try:
                     async with asyncio.timeout(remaining):  # no extra task per call, unlike wait_for
-                        reply = await gateway.chat(solver, messages, seed=seed)
+                        reply = await gateway.chat(solver, messages, seed=seed, request=request)
                 except TimeoutError:
                     raise LLMError("budget_exhausted", f"episode budget of {budget_s:g} s used up") from None
                 rec.model_calls += 1
@@ -103,7 +106,7 @@ async def play_episode(gateway, solver: str, env: EnvironmentSpec, seed: int, co
     return rec
 
 
-async def play_pair(gateway, solver: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None = None,
+async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None = None,
                     concurrency: int = 8, on_progress: Callable[[int, int], None] | None = None,
                     budget_s: float | None = None, reuse_sandboxes: bool = False,
                     episodes_per_worker: int = 16) -> list[EpisodeRecord]:
@@ -178,7 +181,7 @@ class _Lane:
             await sandbox.close()
 
 
-async def _play_in_lanes(gateway, solver, jobs, limits, concurrency, on_progress, budget_s,
+async def _play_in_lanes(gateway: ChatGateway, solver, jobs, limits, concurrency, on_progress, budget_s,
                          episodes_per_worker) -> list[EpisodeRecord]:
     """``concurrency`` lanes; a lane stays on its environment while it has episodes left, then moves
     to the environment with the most episodes left per lane already on it."""

@@ -18,13 +18,14 @@ import pandas as pd
 
 from envduels_dagster.core.coevolution import spearman_with_permutation
 from envduels_dagster.core.episodes import play_episode
+from envduels_dagster.core.models.types import ChatGateway
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.sandbox import SandboxLimits
 
 COLUMNS = ["learner", "author", "lift", "n_train_envs", "n_heldout_envs", "cold_before", "cold_after", "gain"]
 
 
-async def cold_success(gateway, model_name: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None,
+async def cold_success(gateway: ChatGateway, model_name: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None,
                        concurrency: int = 8) -> float:
     sem = asyncio.Semaphore(concurrency)
 
@@ -37,7 +38,7 @@ async def cold_success(gateway, model_name: str, envs: list[EnvironmentSpec], li
     return float(np.mean([r.status == "success" for r in done])) if done else float("nan")
 
 
-async def study_learner(learner: str, base_gateway, trainer: Callable[[list[EnvironmentSpec]], object],
+async def study_learner(learner: str, base_gateway: ChatGateway, trainer: Callable[[list[EnvironmentSpec]], ChatGateway],
                         lift_by_author: dict[str, float], train_by_author: dict[str, list[EnvironmentSpec]],
                         heldout_by_author: dict[str, list[EnvironmentSpec]],
                         limits: SandboxLimits | None = None) -> pd.DataFrame:

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-SIM_PREFIX = "envduels-sim/"
 FAST_PREFIXES = ("openai", "hosted_vllm")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_REGISTRY = Path(__file__).resolve().parents[2] / "models.yaml"
@@ -40,7 +39,7 @@ class ModelEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    model: str  # litellm model string, or envduels-sim/<profile> for the embedded simulated models
+    model: str  # <prefix>/<model>: a litellm model string, or a registered provider's (envduels-sim/<profile>)
     api_base: str | None = None
     api_key_env: str | None = None  # NAME of the variable holding the key, never the key
     version: str = "1"
@@ -52,6 +51,9 @@ class ModelEntry(BaseModel):
     # Client path: "auto" takes the lean HTTP client for OpenAI-compatible servers given by api_base
     # (openai/... or hosted_vllm/...), litellm for everything else.
     client: Literal["auto", "litellm", "fast"] = "auto"
+    # The endpoint is an `envduels serve-sim` server: send the engine's typed request next to the
+    # messages (body field envduels_request). Never set it for a real provider (docs/DECISIONS.md).
+    request_contract: bool = False
     input_cost_per_mtok: float = Field(0.0, ge=0.0)
     output_cost_per_mtok: float = Field(0.0, ge=0.0)
 
@@ -67,17 +69,23 @@ class ModelEntry(BaseModel):
     def _model_has_provider(cls, v: str) -> str:
         if "/" not in v:
             raise ValueError("must look like 'provider/model' (e.g. openai/gpt-4o-mini or envduels-sim/expert)")
-        if v.startswith(SIM_PREFIX):
-            from envduels_dagster.sim.profiles import PROFILES  # sim is pure Python, cheap
+        from envduels_dagster.core.models.providers import check_model_string  # (imports the registry)
 
-            profile = v[len(SIM_PREFIX):]
-            if profile not in PROFILES:
-                raise ValueError(f"unknown simulated profile {profile!r}; known: {', '.join(PROFILES)}")
+        check_model_string(v)  # a registered provider may reject the model (e.g. an unknown simulated profile)
         return v
+
+    @model_validator(mode="after")
+    def _contract_needs_a_server(self) -> "ModelEntry":
+        if self.request_contract and not self.api_base:
+            raise ValueError("request_contract is for envduels serve-sim endpoints: it needs an api_base")
+        return self
 
     @property
     def is_simulated(self) -> bool:
-        return self.model.startswith(SIM_PREFIX)
+        """Served in-process by a provider that declares itself simulated (no key, no network)."""
+        from envduels_dagster.core.models.providers import is_simulated
+
+        return is_simulated(self.model)
 
     @property
     def uses_fast_client(self) -> bool:
@@ -167,4 +175,6 @@ def load_registry(path: str | Path | None = None) -> Registry:
 
 def dump_entry(entry: ModelEntry) -> dict[str, Any]:
     """The entry as a flat row for tables (no secrets exist in an entry by design)."""
-    return {**entry.model_dump(), "provider": entry.provider, "simulated": entry.is_simulated}
+    # request_contract is a transport detail of serve-sim endpoints, not a column of model_registry
+    return {**entry.model_dump(exclude={"request_contract"}), "provider": entry.provider,
+            "simulated": entry.is_simulated}

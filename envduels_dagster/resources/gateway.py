@@ -4,7 +4,7 @@
 import dagster as dg
 
 from envduels_dagster.core.cache import CallCache
-from envduels_dagster.core.gateway import Gateway, RetryPolicy
+from envduels_dagster.core.models import Gateway, RetryPolicy
 from envduels_dagster.core.registry import Registry, load_registry
 
 

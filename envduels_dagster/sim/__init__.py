@@ -5,6 +5,7 @@ observations; lift and rankings emerge from that play, never from set outcomes.
 """
 
 from envduels_dagster.sim.profiles import PROFILES, SimProfile, get_profile
-from envduels_dagster.sim.model import SIM_PREFIX, SimulatedModel
+from envduels_dagster.sim.model import SimulatedModel
+from envduels_dagster.sim.provider import SIM_PREFIX
 
 __all__ = ["PROFILES", "SIM_PREFIX", "SimProfile", "SimulatedModel", "get_profile"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 
+from envduels_dagster.core.models.contract import HardenRequest
 from envduels_dagster.sim.families import FAMILIES, RULE_HINTS, SEQUENCE_RULES, render
 from envduels_dagster.sim.profiles import SimProfile
 
@@ -63,10 +63,10 @@ def compose(profile: SimProfile, slot: int, family: str, difficulty: float, stru
     )
 
 
-def harden_environment(profile: SimProfile, prompt: str, rng: random.Random) -> str:
+def harden_environment(profile: SimProfile, request: HardenRequest, rng: random.Random) -> str:
     """The documented adaptation rule: move difficulty and hint strength toward a split panel.
 
-    From the digest's peer success rates (mean cold c, mean hinted h):
+    From the peer success rates in the request (mean cold c, mean hinted h):
       * rejected parent           -> rewrite the same family at the same difficulty;
       * c > 0.4 (too easy)        -> difficulty += 0.35 * gain;
       * h < 0.6 (hint too weak)   -> with probability gain switch to a structural hint, and if
@@ -74,16 +74,15 @@ def harden_environment(profile: SimProfile, prompt: str, rng: random.Random) -> 
       * otherwise (fails cold, passes hinted) -> keep it, saying why.
     ``gain`` is the profile's feedback_gain: weaker models adapt more, as the EnvDuels study found.
     """
-    slot = int(re.search(r"Environment slot: (\d+)", prompt).group(1))
-    meta_block = re.search(r"Its metadata:\n```json\n(.*?)\n```", prompt, re.S)
-    meta = json.loads(meta_block.group(1)) if meta_block else {}
+    slot, meta = request.slot, request.parent_meta
     family = meta.get("family") if meta.get("family") in FAMILIES else profile.families[slot % len(profile.families)]
     difficulty = float(meta.get("difficulty", profile.difficulty))
     structural = meta.get("hint", VAGUE_HINT) != VAGUE_HINT
     gain = profile.feedback_gain
-    if "REJECTED by validation" in prompt:
+    if not request.parent_valid:
         return compose(profile, slot, family, difficulty, structural, rng)
-    rates = [(float(c), float(h)) for c, h in re.findall(r"^- \S+: cold ([\d.]+), hinted ([\d.]+)$", prompt, re.M)]
+    # The rates as the digest shows them (two decimals), as this rule has always read them.
+    rates = [(float(f"{r.cold:.2f}"), float(f"{r.hinted:.2f}")) for r in request.peer_rates]
     if not rates:
         return '```json\n{"keep": true, "reason": "nobody played it yet"}\n```'
     cold = sum(c for c, _ in rates) / len(rates)

@@ -5,7 +5,9 @@ Why: real providers are unreachable from these machines, yet the litellm path
 ``/v1/models`` and ``/v1/chat/completions`` (plain and streaming, with usage)
 with exactly the replies the in-process simulated models give, and can inject
 the failures real providers produce: 429 with Retry-After, 500, timeouts and
-malformed bodies. It never logs request bodies or Authorization headers.
+malformed bodies. It never logs request bodies or Authorization headers. The engine's typed
+request arrives in the body field ``envduels_request`` from clients whose registry entry sets
+``request_contract: true``; without it a conversation is played as a game.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from envduels_dagster.core.models.contract import WIRE_FIELD, from_wire
 from envduels_dagster.sim.model import SimulatedModel, estimate_usage
 from envduels_dagster.sim.profiles import PROFILES
 
@@ -69,6 +72,12 @@ class SimServer:
             messages = [{"role": m["role"], "content": m["content"]} for m in body["messages"]]
         except (json.JSONDecodeError, KeyError, TypeError):
             return _error(400, "invalid_request_error", "body must be JSON with 'model' and 'messages'")
+        typed = None
+        if body.get(WIRE_FIELD) is not None:  # sent only by clients whose registry declares this server
+            try:
+                typed = from_wire(body[WIRE_FIELD])
+            except ValueError as exc:
+                return _error(400, "invalid_request_error", f"'{WIRE_FIELD}' is not a valid request: {exc}"[:500])
         model = self.models.get(name)
         if model is None:
             return _error(404, "model_not_found", f"The model '{name}' does not exist.")
@@ -83,7 +92,7 @@ class SimServer:
         if fault == "timeout":
             await asyncio.sleep(self.config.timeout_fault_s)
             return _error(504, "timeout", "upstream timed out")
-        text = model.respond(messages, body.get("seed"))
+        text = model.respond(messages, body.get("seed"), typed)
         prompt_tokens, completion_tokens = estimate_usage(messages, text)
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}

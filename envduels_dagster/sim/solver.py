@@ -12,6 +12,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from envduels_dagster.core.models.contract import SolveRequest
 from envduels_dagster.core.protocol import parse_boxed
 from envduels_dagster.sim.profiles import SimProfile
 
@@ -29,17 +30,15 @@ class GameView:
     current: str = ""
 
 
-def read_conversation(messages: list[dict], memory: int) -> GameView:
+def read_conversation(messages: list[dict], memory: int, request: SolveRequest | None = None) -> GameView:
+    """The game so far. The first observation and the hint come from the typed request; without one
+    (a plain OpenAI client talking to serve-sim) the first user message is the intro and no hint is read."""
     users = [m["content"] for m in messages if m["role"] == "user"]
     actions = [parse_boxed(m["content"]) for m in messages if m["role"] == "assistant"]
-    first = users[0] if users else ""
-    hint = None
-    m = re.match(r"Hint: (.*?)\n\nObservation: ", first, re.S)
-    if m:
-        hint = m.group(1)
-        first = first[m.end():]
-    elif first.startswith("Observation: "):
-        first = first[len("Observation: "):]
+    if request is not None:
+        first, hint = request.observation, request.hint or None
+    else:
+        first, hint = (users[0] if users else ""), None
     observations = users[1:]
     history = list(zip(actions, observations))
     view = GameView(intro=first, hint=hint, history=history[-memory:] if memory else [])
@@ -69,8 +68,8 @@ def internalized_hint(profile: SimProfile, game: str | None, rng: random.Random)
     return rng.choice(applicable) if applicable else None
 
 
-def solve(profile: SimProfile, messages: list[dict], rng: random.Random) -> str:
-    view = read_conversation(messages, profile.memory)
+def solve(profile: SimProfile, messages: list[dict], rng: random.Random, request: SolveRequest | None = None) -> str:
+    view = read_conversation(messages, profile.memory, request)
     game = recognise(view.intro)
     offered = view.hint if view.hint is not None else internalized_hint(profile, game, rng)
     hint = offered if offered is not None and rng.random() < profile.hint_use else None

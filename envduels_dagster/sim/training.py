@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import dataclasses
 
-from envduels_dagster.core.gateway import ChatResponse
+from envduels_dagster.core.models.types import ChatResponse, Request
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.sim.model import SimulatedModel, estimate_usage
 from envduels_dagster.sim.profiles import SimProfile, get_profile
 
 
 class ProfileGateway:
-    """The gateway interface (``chat``) for one in-process profile, e.g. a trained learner."""
+    """A ``ChatGateway`` for one in-process profile, e.g. a trained learner."""
 
     def __init__(self, profile: SimProfile):
         self.model = SimulatedModel(profile)
         self.calls = 0
 
-    async def chat(self, model_name: str, messages: list[dict[str, str]], *, seed: int | None = None) -> ChatResponse:
+    async def chat(self, model_name: str, messages: list[dict[str, str]], *, seed: int | None = None,
+                   request: Request | None = None) -> ChatResponse:
         self.calls += 1
-        text = self.model.respond(messages, seed)
+        if request is None:
+            request = getattr(messages, "request", None)
+        text = self.model.respond(list(messages), seed, request)
         prompt_tokens, completion_tokens = estimate_usage(messages, text)
         return ChatResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 

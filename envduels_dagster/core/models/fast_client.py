@@ -3,17 +3,27 @@
 Why: on 2 cores every Python client is CPU-bound against a fast server; litellm
 spends ~7.5 ms of client CPU per call, a bare aiohttp call ~0.5 ms. This client
 keeps one pooled connection set per event loop, encodes and decodes with orjson,
-and raises exceptions that ``gateway.classify_exception`` maps onto the same
+and raises exceptions that ``errors.classify_exception`` maps onto the same
 error taxonomy as the litellm path, so retries, timeouts, usage and results are
 identical. It never logs requests, and the key only travels in the header.
+
+Like httpx and aiohttp with ``trust_env``, it honours HTTPS_PROXY / HTTP_PROXY / ALL_PROXY
+and NO_PROXY (read when the client first meets an ``api_base``), builds one SSL context per
+client (~21 ms each here, so not one per connection; SSL_CERT_FILE / SSL_CERT_DIR apply as
+in any OpenSSL client), and reads a ``Retry-After`` given in seconds or as an HTTP date.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
+import urllib.request
+from typing import Any
 
 import aiohttp
 import orjson
+
+from envduels_dagster.core.models.errors import retry_after_seconds
 
 
 class HTTPStatusError(Exception):
@@ -30,11 +40,7 @@ class MalformedBody(Exception):
 def parse_completion(status: int, retry_after: str | None, raw: bytes) -> tuple[str, int, int]:
     """(text, prompt_tokens, completion_tokens) from a chat-completions response, or the error it means."""
     if status != 200:
-        try:
-            wait = float(retry_after) if retry_after is not None else None
-        except ValueError:
-            wait = None
-        raise HTTPStatusError(status, raw[:300].decode(errors="replace"), wait)
+        raise HTTPStatusError(status, raw[:300].decode(errors="replace"), retry_after_seconds(retry_after))
     try:
         data = orjson.loads(raw)
         text = data["choices"][0]["message"]["content"]
@@ -49,6 +55,29 @@ def parse_completion(status: int, retry_after: str | None, raw: bytes) -> tuple[
     if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
         raise MalformedBody(f"unreadable completion body: usage token counts {tokens!r} are not counts")
     return text, tokens[0], tokens[1]
+
+
+def request_body(model: str, messages, temperature: float, max_tokens: int, seed: int | None,
+                 extra: dict[str, Any] | None) -> bytes:
+    """The chat-completions body. ``extra``: the typed request, for envduels serve-sim endpoints only."""
+    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+    if seed is not None:
+        body["seed"] = seed
+    if extra is not None:
+        from envduels_dagster.core.models.contract import WIRE_FIELD
+
+        body[WIRE_FIELD] = extra
+    return orjson.dumps(body)
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment sets for ``url`` (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY), as httpx does."""
+    proxies = urllib.request.getproxies_environment()
+    scheme, _, rest = url.partition("://")
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    if not proxies or urllib.request.proxy_bypass_environment(host, proxies):
+        return None
+    return proxies.get(scheme.lower()) or proxies.get("all")
 
 
 class FastClient:
@@ -68,24 +97,31 @@ class FastClient:
     def __init__(self, limit: int = 256):
         self._limit = limit
         self._session: aiohttp.ClientSession | None = None
+        self._ssl_context: ssl.SSLContext | None = None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The client's one SSL context (verifying, system trust store), built on first use."""
+        if self._ssl_context is None:
+            self._ssl_context = ssl.create_default_context()
+        return self._ssl_context
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, json_serialize=lambda o: orjson.dumps(o).decode())
+            connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300, ssl=self.ssl_context())
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=True,
+                                                  json_serialize=lambda o: orjson.dumps(o).decode())
         return self._session
 
     async def chat(self, api_base: str, model: str, messages, *, api_key: str | None, temperature: float,
-                   max_tokens: int, seed: int | None, timeout_s: float) -> tuple[str, int, int]:
+                   max_tokens: int, seed: int | None, timeout_s: float,
+                   extra: dict[str, Any] | None = None) -> tuple[str, int, int]:
         """(text, prompt_tokens, completion_tokens); raises HTTPStatusError, MalformedBody, timeouts, OSError."""
-        body = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
-        if seed is not None:
-            body["seed"] = seed
+        data = request_body(model, messages, temperature, max_tokens, seed, extra)
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'no-key'}"}
         url = api_base.rstrip("/") + "/chat/completions"
         session = self._get_session()
         async with asyncio.timeout(timeout_s):
-            async with session.post(url, data=orjson.dumps(body), headers=headers) as resp:
+            async with session.post(url, data=data, headers=headers) as resp:
                 raw = await resp.read()
                 status, retry_after = resp.status, resp.headers.get("Retry-After")
         return parse_completion(status, retry_after, raw)
@@ -180,7 +216,7 @@ class H1Client(FastClient):
     """``FastClient`` over pooled ``_H1Connection``s (one pool per event loop)."""
 
     def __init__(self, limit: int = 256):
-        self._limit = limit
+        super().__init__(limit)  # the aiohttp session serves endpoints reached through a proxy
         self._idle: dict[tuple, list[_H1Connection]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._targets: dict[str, tuple] = {}
@@ -197,29 +233,27 @@ class H1Client(FastClient):
             port = url.port or (443 if scheme == "https" else 80)
             path = url.path.decode() + (f"?{url.query.decode()}" if url.query else "")
             host_header = host if url.port is None else f"{host}:{port}"
-            target = self._targets[api_base] = (scheme, host, port, path, host_header)
+            proxied = proxy_for(api_base) is not None
+            target = self._targets[api_base] = (scheme, host, port, path, host_header, proxied)
         return target
 
     async def _connect(self, scheme: str, host: str, port: int) -> _H1Connection:
-        ssl_context = None
-        if scheme == "https":
-            import ssl
-
-            ssl_context = ssl.create_default_context()
+        ssl_context = self.ssl_context() if scheme == "https" else None
         _, conn = await asyncio.get_running_loop().create_connection(
             _H1Connection, host, port, ssl=ssl_context, server_hostname=host if ssl_context else None)
         return conn
 
     async def chat(self, api_base: str, model: str, messages, *, api_key: str | None, temperature: float,
-                   max_tokens: int, seed: int | None, timeout_s: float) -> tuple[str, int, int]:
+                   max_tokens: int, seed: int | None, timeout_s: float,
+                   extra: dict[str, Any] | None = None) -> tuple[str, int, int]:
+        scheme, host, port, path, host_header, proxied = self._target(api_base)
+        if proxied:  # proxies (CONNECT tunnels, absolute-form requests) are aiohttp's job
+            return await super().chat(api_base, model, messages, api_key=api_key, temperature=temperature,
+                                      max_tokens=max_tokens, seed=seed, timeout_s=timeout_s, extra=extra)
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # connections belong to the loop that opened them
             self._idle, self._loop = {}, loop
-        body = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
-        if seed is not None:
-            body["seed"] = seed
-        data = orjson.dumps(body)
-        scheme, host, port, path, host_header = self._target(api_base)
+        data = request_body(model, messages, temperature, max_tokens, seed, extra)
         head = (f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: envduels\r\n"
                 f"Content-Type: application/json\r\nAuthorization: Bearer {api_key or 'no-key'}\r\n"
                 f"Content-Length: {len(data)}\r\n\r\n").encode("latin-1")
@@ -256,3 +290,4 @@ class H1Client(FastClient):
             for conn in conns:
                 conn.close()
         self._idle = {}
+        await super().aclose()

@@ -1,0 +1,36 @@
+"""Model calls: a typed interface (``types``), a request contract (``contract``), a registry of
+backends by model-string prefix (``providers``) and one ``Gateway`` with cache, pools, rate limits
+and retries. Why a package: each part changes for its own reasons (a new provider, a new kind of
+request, a retry policy) and should be readable on its own. See docs/ARCHITECTURE.md.
+"""
+
+from envduels_dagster.core.models.contract import (
+    AuthorRequest,
+    HardenRequest,
+    PeerRates,
+    Prompt,
+    SolveRequest,
+)
+from envduels_dagster.core.models.errors import MalformedResponse, classify_exception
+from envduels_dagster.core.models.gateway import Gateway, GatewayStats, RateLimiter, run_and_close
+from envduels_dagster.core.models.providers import UnknownProviderError
+from envduels_dagster.core.models.types import (
+    FATAL,
+    RETRYABLE,
+    BackendCall,
+    BackendError,
+    BackendOptions,
+    ChatBackend,
+    ChatGateway,
+    ChatResponse,
+    Completion,
+    LLMError,
+    RetryPolicy,
+)
+
+__all__ = [
+    "FATAL", "RETRYABLE", "AuthorRequest", "BackendCall", "BackendError", "BackendOptions", "ChatBackend",
+    "ChatGateway", "ChatResponse", "Completion", "Gateway", "GatewayStats", "HardenRequest", "LLMError",
+    "MalformedResponse", "PeerRates", "Prompt", "RateLimiter", "RetryPolicy", "SolveRequest",
+    "UnknownProviderError", "classify_exception", "run_and_close",
+]

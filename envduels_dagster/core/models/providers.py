@@ -1,0 +1,126 @@
+"""The registry of backends: a model string's prefix decides which backend serves it.
+
+Why a table of ``"module:attr"`` strings resolved at call time: backends are imported only
+when a model needs them (litellm takes ~4.5 s to import), and the engine never imports the
+simulated models, which register themselves here as one more provider (as inspect_ai's mock
+model is just another ``@modelapi`` provider). Packages may add providers through the entry
+point group ``envduels_dagster.providers`` (name = prefix, value = ``module:Class``).
+
+Resolution of ``<prefix>/<model>``: a provider registered for the prefix; else, for any of
+litellm's providers, the lean OpenAI-compatible client (``openai``/``hosted_vllm`` with an
+``api_base``, see ``ModelEntry.uses_fast_client``) or litellm; else a clear error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envduels_dagster.core.registry import ModelEntry
+
+ENTRY_POINT_GROUP = "envduels_dagster.providers"
+
+# Providers by prefix. The simulated models live outside core and are named, never imported, here.
+PROVIDERS: dict[str, str] = {
+    "envduels-sim": "envduels_dagster.sim.provider:SimBackend",
+}
+
+# Backends for litellm's providers, chosen per entry.
+LITELLM_BACKEND = "litellm"
+LEAN_HTTP_BACKEND = "openai-http"
+BACKENDS: dict[str, str] = {
+    LITELLM_BACKEND: "envduels_dagster.core.models.litellm_backend:LitellmBackend",
+    LEAN_HTTP_BACKEND: "envduels_dagster.core.models.http_backend:LeanHTTPBackend",
+}
+
+# litellm.provider_list of the pinned litellm (1.110.2), kept here so that checking a model string
+# needs no litellm import; tests/test_model_backends.py asserts it equals the installed litellm's.
+LITELLM_PROVIDERS: frozenset[str] = frozenset("""
+a2a a2a_agent abliteration ai21 ai21_chat aiand aiml aiohttp_openai amazon_nova anthropic anthropic_text apertis
+assemblyai auto_router aws_polly aws_textract azure azure_ai azure_speech azure_text baseten bedrock bedrock_mantle
+bespoke bigmodel black_forest_labs bytez cerebras charity_engine chatgpt chutes clarifai clf_ai_gateway cloudflare
+codestral cognition cohere cohere_chat cometapi compactifai coralbricks cortecs cursor custom custom_openai
+darkbloom dashscope databricks databricks_agent datarobot deepgram deepinfra deepseek docker_model_runner dotprompt
+edenai elevenlabs empiriolabs empower eu_jev fal_ai featherless_ai fireworks_ai friendliai galadriel gdc gemini
+gigachat github github_copilot gradient_ai groq helicone heroku hosted_vllm hostinger_router huggingface humanloop
+hyperbolic inception inferenceapis infinity jina_ai kyma lambda_ai langflow langfuse langgraph laya lemonade
+libertai litellm_agent litellm_proxy llamafile lm_studio manus maritalk meta meta_llama microsoft_365_copilot
+milvus minimax mistral modelscope mongodb moonshot morph nace nadir nano-gpt nebius neosantara nlp_cloud novita
+nscale nvidia_nim nvidia_riva oci ollama ollama_chat oobabooga openai openai_like opencode_go openinfer openrouter
+opensearch ovhcloud parallel_ai parasail perplexity petals pg_vector pinstripes poe predibase prism publicai
+qwen_ai_platform qwencloud ragflow recraft reducto refuseless reka replicate runwayml s3_vectors sagemaker
+sagemaker_chat sagemaker_nova sail sambanova sap scaledown scaleway scx-ai snowflake soniox stability
+strands_decider streamlake synthetic tencent tensormesh text-completion-codestral text-completion-inception
+text-completion-openai together_ai topaz transcribe triton typesafe v0 valkey vercel_ai_gateway vertex_ai
+vertex_ai_beta vllm volcengine voyage wally wandb watsonx watsonx_text xai xiaomi_mimo xinference zai zerogpu
+""".split())
+
+
+class UnknownProviderError(ValueError):
+    """No backend serves this model string's prefix."""
+
+
+def _load(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@lru_cache(maxsize=1)
+def _entry_point_providers() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _providers() -> dict[str, str]:
+    return {**_entry_point_providers(), **PROVIDERS}  # the built-in table wins over a plugin's claim
+
+
+def known_prefixes() -> list[str]:
+    return sorted(_providers()) + sorted(LITELLM_PROVIDERS - set(_providers()))
+
+
+def backend_name(model: str, entry: ModelEntry | None = None) -> str:
+    """The backend serving ``model`` (a provider prefix, ``litellm`` or ``openai-http``)."""
+    prefix = model.split("/", 1)[0]
+    if prefix in _providers():
+        return prefix
+    if prefix in LITELLM_PROVIDERS:
+        return LEAN_HTTP_BACKEND if entry is not None and entry.uses_fast_client else LITELLM_BACKEND
+    close = difflib.get_close_matches(prefix, known_prefixes(), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise UnknownProviderError(
+        f"model {model!r}: no backend for the provider prefix {prefix!r}{hint}; known prefixes: "
+        f"{', '.join(sorted(_providers()))}, and litellm's: {', '.join(sorted(LITELLM_PROVIDERS))}")
+
+
+@lru_cache(maxsize=None)
+def backend_class(name: str) -> Any:
+    """The class registered under ``name``, imported now (the first time only)."""
+    target = _providers().get(name) or BACKENDS.get(name)
+    if target is None:
+        raise UnknownProviderError(f"no backend named {name!r}; known: {', '.join(sorted({**_providers(), **BACKENDS}))}")
+    return _load(target)
+
+
+def check_model_string(model: str) -> None:
+    """Raise ``ValueError`` if the provider registered for ``model``'s prefix rejects it (registry load).
+
+    Unknown prefixes pass here on purpose: they fail their own model's calls with a clear
+    ``bad_request`` (see ``Gateway.backend``), so one bad entry never stops the other models.
+    """
+    name = model.split("/", 1)[0]
+    if name in _providers():
+        check = getattr(backend_class(name), "check_model", None)
+        if check is not None:
+            check(model)
+
+
+def is_simulated(model: str) -> bool:
+    try:
+        name = backend_name(model)
+    except UnknownProviderError:
+        return False
+    return name in _providers() and bool(getattr(backend_class(name), "simulated", False))

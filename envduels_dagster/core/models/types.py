@@ -1,0 +1,116 @@
+"""The typed model interface: what the engine asks of a gateway, and what a gateway asks of a backend.
+
+Why Protocols: the engine (authoring, episodes, rounds, studies) needs one method, ``chat``;
+anything that provides it (the ``Gateway``, a trained learner in the lift->learning study) can
+stand in. A backend (litellm, the lean HTTP client, the simulated models) turns one call into
+text, usage and cost, or an error class; the gateway keeps cache, pools, rate limits and
+retries, once, for all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from pydantic import BaseModel
+
+from envduels_dagster.core.models.contract import AuthorRequest, HardenRequest, SolveRequest
+
+if TYPE_CHECKING:
+    from envduels_dagster.core.registry import ModelEntry
+
+Request = AuthorRequest | HardenRequest | SolveRequest
+
+RETRYABLE = frozenset({"rate_limit", "timeout", "server_error", "connection_error", "malformed_response"})
+
+# Errors that no retry or later episode can fix (bad key, unknown provider, malformed request):
+# they fail the model's partitions with a clear message instead of marking episodes incomplete.
+FATAL = frozenset({"auth_error", "bad_request"})
+
+
+class LLMError(Exception):
+    """A model call that failed for infrastructure reasons after the retry policy gave up."""
+
+    def __init__(self, error_class: str, message: str, attempts: int = 1, retried_errors: list[str] | None = None):
+        super().__init__(f"{error_class} after {attempts} attempt(s): {message}")
+        self.error_class, self.message, self.attempts = error_class, message, attempts
+        self.retried_errors = retried_errors or []
+
+    @property
+    def fatal(self) -> bool:
+        return self.error_class in FATAL
+
+
+class BackendError(Exception):
+    """One failed attempt, already classified by the backend (or by a litellm worker process)."""
+
+    def __init__(self, error_class: str, retry_after: float | None, message: str):
+        super().__init__(message)
+        self.error_class, self.retry_after, self.message = error_class, retry_after, message
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+    timeout_s: float = 60.0
+    jitter: float = 0.25
+
+
+class ChatResponse(BaseModel):
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    attempts: int = 1
+    retried_errors: list[str] = []
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class BackendCall:
+    """One attempt: messages (exactly what a real provider receives), sampling, seed, the typed request."""
+
+    messages: list[dict[str, str]]
+    seed: int | None
+    temperature: float
+    max_tokens: int
+    request: Request | None = None
+    api_key: str | None = None
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None = None  # None: priced with the registry's per-token prices
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    litellm_processes: int = 0  # litellm calls in N worker processes (0: in the event loop's process)
+
+
+class ChatBackend(Protocol):
+    """A way to reach models. Raise ``BackendError`` or any exception ``classify_exception`` maps."""
+
+    #: in-process simulated models: no key, no retries, a pool only to imitate a provider's latency
+    simulated: ClassVar[bool]
+
+    def __init__(self, options: BackendOptions) -> None: ...
+
+    async def complete(self, entry: ModelEntry, call: BackendCall) -> Completion: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ChatGateway(Protocol):
+    """What the engine calls: the ``Gateway``, or any stand-in such as a trained learner."""
+
+    async def chat(self, model_name: str, messages: list[dict[str, str]], *, seed: int | None = None,
+                   request: Request | None = None) -> ChatResponse: ...
+
