@@ -35,7 +35,7 @@ async def harden_author(gw, author: str, round_: int, parents, peer_episodes, ot
         messages = build_digest_messages(parent, peers, round_, slot, budget, other_hints)
         reply = await gw.chat(author, messages, seed=1000 * round_ + slot)
         child, needs_validation = child_from_reply(parent, reply.text, round_, slot)
-        child = child.model_copy(update=usage_fields(gw.registry.get(author), reply))  # not the parent's
+        child = child.model_copy(update=usage_fields(gw, author, reply))  # not the parent's
         if needs_validation:
             child = (await validate_environment(child, limits)).model_copy(update={"parent_env_id": parent.env_id})
         children.append(child)

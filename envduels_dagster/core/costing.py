@@ -23,10 +23,17 @@ def list_cost(prompt_tokens: int, completion_tokens: int, input_cost_per_mtok: f
     return None
 
 
-def usage_fields(entry, response) -> dict:
-    """``EnvironmentSpec`` authoring-usage fields for one call of ``entry`` (a registry ModelEntry)."""
+def usage_fields(gateway, author: str, response) -> dict:
+    """``EnvironmentSpec`` authoring-usage fields for one call of ``author`` through ``gateway``.
+
+    Prices come from the gateway's registry entry; a stand-in gateway without a registry (the
+    ``ChatGateway`` protocol asks only for ``chat``) records calls and tokens, and no price.
+    """
+    registry = getattr(gateway, "registry", None)
+    entry = registry.get(author) if registry is not None else None
     return {"author_calls": 1, "author_prompt_tokens": int(response.prompt_tokens),
             "author_completion_tokens": int(response.completion_tokens),
             "author_cost_usd": list_cost(response.prompt_tokens, response.completion_tokens,
-                                         entry.input_cost_per_mtok, entry.output_cost_per_mtok,
+                                         getattr(entry, "input_cost_per_mtok", 0.0),
+                                         getattr(entry, "output_cost_per_mtok", 0.0),
                                          response.cost_usd, response.cached)}
