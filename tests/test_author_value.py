@@ -149,8 +149,8 @@ def _write_warehouse(path, envs, eps):
 
 
 def _materialize(path, learners):
-    from envduels_dagster.assets.value import author_value as asset
-    from envduels_dagster.checks.value import author_value_checks
+    from envduels_dagster.assets.value.assets import author_value as asset
+    from envduels_dagster.assets.value.checks import author_value_checks
     from envduels_dagster.resources import AuthorValueSettings
 
     instance = dg.DagsterInstance.ephemeral()
@@ -187,7 +187,7 @@ def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehou
     ("DELETE FROM author_value WHERE author = 'pricey'", "every_author_present"),
 ])
 def test_the_checks_fail_on_bad_data(tmp_path, corrupt, failing):
-    from envduels_dagster.checks.value import evaluate_author_value
+    from envduels_dagster.assets.value.checks import evaluate_author_value
 
     db = tmp_path / "w.duckdb"
     _write_warehouse(db, *warehouse())
@@ -221,7 +221,7 @@ def test_authoring_records_calls_tokens_and_list_cost_per_environment_also_on_ca
 
     from envduels_dagster.core.authoring import author_environments
     from envduels_dagster.core.cache import CallCache
-    from envduels_dagster.core.gateway import Gateway, run_and_close
+    from envduels_dagster.core.models import Gateway, run_and_close
     from envduels_dagster.core.registry import load_registry
 
     path = tmp_path / "models.yaml"
@@ -243,3 +243,30 @@ def test_authoring_records_calls_tokens_and_list_cost_per_environment_also_on_ca
         expected = (spec.author_prompt_tokens * 1.0 + spec.author_completion_tokens * 4.0) / 1e6
         assert spec.author_cost_usd == pytest.approx(expected) and cached.author_cost_usd == pytest.approx(expected)
     assert all(s.author_cost_usd is None and s.author_calls == 1 for s in first["novice"] + again["novice"])
+
+
+def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
+    """core.hardening.harden_author: a kept child is a copy of its parent, but its usage is the round's call."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from envduels_dagster.core.hardening import harden_author
+    from envduels_dagster.core.models import ChatResponse
+    from envduels_dagster.core.protocol import EnvironmentSpec
+
+    parent = EnvironmentSpec(env_id="a.r0.0", author="a", class_name="C", max_turns=3, source="x", hint="h",
+                             benchmark_seeds=[0], author_calls=1, author_prompt_tokens=999,
+                             author_completion_tokens=999, author_cost_usd=5.0)
+
+    class Gw:
+        registry = SimpleNamespace(get=lambda name: SimpleNamespace(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0))
+
+        async def chat(self, model, messages, seed=None, request=None):
+            return ChatResponse(text='```json\n{"keep": true, "reason": "fine"}\n```', prompt_tokens=100,
+                                completion_tokens=10)
+
+    peers = pd.DataFrame(columns=["env_id", "solver", "condition", "seed", "status", "transcript"])
+    (child,) = asyncio.run(harden_author(Gw(), "a", 1, [parent], peers, [], 2000, None))
+    assert child.parent_env_id == "a.r0.0" and child.author_meta.get("keep")
+    assert (child.author_calls, child.author_prompt_tokens, child.author_completion_tokens) == (1, 100, 10)
+    assert child.author_cost_usd == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6)

@@ -45,7 +45,15 @@ def learnable_probability(rescued: int, seeds: int, prior: tuple[float, float] =
     Learnable on a seed = the learner fails it cold and passes it hinted (matched seeds only).
     Beta-Binomial with a Jeffreys prior Beta(0.5, 0.5): ``rescued`` of ``seeds`` gives
     Beta(0.5 + rescued, 0.5 + seeds - rescued); its mean is the environment's learnable
-    probability. (The statistics work may replace this definition with its admission probability.)
+    probability.
+
+    Overlap with ``core.stats.admission.learnable_probability`` (the training set's admission
+    probability): that one asks "are the environment's true rates inside the admission rule"
+    (P(p_cold <= ceiling) * P(p_hint >= min_hint), a yes/no about the environment, tied to the
+    rule's thresholds). This one is the per-seed rate of "fails cold, passes hinted", the
+    expected share of learnable seeds, which adds up across environments into the expected
+    counts this asset divides by cost, and needs no threshold. Both use Jeffreys priors on
+    matched seeds; if the two definitions are ever unified, it is here that it changes.
     """
     return prior[0] + rescued, prior[1] + seeds - rescued
 
