@@ -12,7 +12,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
-from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import AFTER_CHECKED_TRAINING_SET, OWNERS, markdown_table, utcnow
 from envduels_dagster.resources import DuelSettings, SandboxResource
 
 
@@ -20,7 +20,6 @@ from envduels_dagster.resources import DuelSettings, SandboxResource
     partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver)],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
-    automation_condition=AFTER_PAIRS,
     description="Training set for one learner (partition): environments it fails cold and passes hinted "
                 "(configurable rule), ranked by lift, with provenance. Table `training_set`.",
 )
@@ -51,7 +50,8 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
 
 @dg.asset(
     partitions_def=solver_partitions, deps=[training_set], group_name="training",
-    kinds={"python", "parquet"}, owners=OWNERS, tags={"layer": "product"}, automation_condition=AFTER_PAIRS,
+    kinds={"python", "parquet"}, owners=OWNERS, tags={"layer": "product"},
+    automation_condition=AFTER_CHECKED_TRAINING_SET,
     description="The learner's training set as files: $ENVDUELS_HOME/exports/<learner>/<version>/ with an "
                 "EnvDuels v1 export, train.jsonl (multi-turn gym rows) and train.parquet (prompt rows); "
                 "`latest` switches atomically to the newest complete version.",
