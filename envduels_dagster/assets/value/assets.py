@@ -1,7 +1,8 @@
 """``author_value`` [learner]: which author to pay to write this learner's next environments.
 
 Why an asset per learner: the answer depends on the learner (what it fails cold and passes
-hinted), so it is partitioned like ``training_set``. Wiring only: read the warehouse, one
+hinted), so it is partitioned like ``training_set``; like it, it has no automation condition:
+envduels_requests refreshes it in a request's "learners" stage (``learner_job``). Wiring only: read the warehouse, one
 core call (``core.author_value``), write ``author_value`` and ``author_value_mix``, render.
 """
 
@@ -13,7 +14,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
-from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS, markdown_table
+from envduels_dagster.assets.shared import OWNERS, markdown_table
 from envduels_dagster.resources import AuthorValueSettings
 
 TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("rank_lower", "int"),
@@ -48,7 +49,6 @@ def table_metadata(table) -> dg.TableMetadataValue:
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver),
           dg.AssetDep(authored_environments, partition_mapping=dg.AllPartitionMapping())],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
-    automation_condition=AFTER_PAIRS,
     description="For one learner (partition): per author, expected learnable environments per environment "
                 "written, per dollar and per 1000 authoring calls, with 95% intervals, validity rate and a rank "
                 "with its uncertainty; the best author mix for AuthorValueSettings' budget. "
