@@ -40,6 +40,8 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
         replace_rows(conn, "training_set", df, {"learner": learner})
     return dg.MaterializeResult(metadata={
         "num_rows": len(df),
+        "rounds used": "each lineage's newest valid version, any round (a kept copy replaces its parent: "
+                       "one environment counts once)",
         "categories": dg.MetadataValue.json(built.categories),
         "excluded": dg.MetadataValue.md(
             "noise: fails even with the hint; wasted: passes cold; plus learnable environments below the "
@@ -54,7 +56,8 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
     automation_condition=AFTER_CHECKED_TRAINING_SET,
     description="The learner's training set as files: $ENVDUELS_HOME/exports/<learner>/<version>/ with an "
                 "EnvDuels v1 export, train.jsonl (multi-turn gym rows) and train.parquet (prompt rows); "
-                "`latest` switches atomically to the newest complete version.",
+                "`latest` switches atomically, and only after the staged version passed its audit (files match "
+                "SHA256SUMS and the contract, and list exactly the learner's training set): write-audit-publish.",
 )
 def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
                     warehouse: DuckDBResource) -> dg.MaterializeResult:
@@ -69,7 +72,8 @@ def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
         envs = read_table(conn, "environments")
     items = asyncio.run(export_items(rows, envs, sandbox.limits()))
     version = f"{utcnow():%Y%m%dT%H%M%S}-{context.run.run_id[:8]}"
-    path = write_export(exports_root() / learner, learner, items, version)
+    expected = dict(zip(rows["env_id"], rows["source_sha256"]))
+    path = write_export(exports_root() / learner, learner, items, version, expected=expected)
     context.log.info(f"published {len(items)} environments for {learner} at {path}")
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(path)),
