@@ -15,7 +15,7 @@ import functools
 
 import dagster as dg
 
-AREAS = ("registry", "authoring", "duels", "rounds", "marts", "training", "studies")
+AREAS = ("registry", "authoring", "duels", "rounds", "marts", "training", "value", "studies")
 
 # Runs launched from the UI/daemon execute steps in subprocesses. A forkserver with the heavy
 # libraries preloaded spares every step (and every great-expectations check) their ~3-4 s imports.
@@ -29,7 +29,7 @@ EXECUTOR = dg.multiprocess_executor.configured({
 def build_resources(**overrides: object) -> dict[str, object]:
     """Resources for runs; their paths default to ENVDUELS_REGISTRY / ENVDUELS_HOME, read at run time."""
     from envduels_dagster.assets.marts.dbt import dbt_resource
-    from envduels_dagster.resources import DuelSettings, SandboxResource
+    from envduels_dagster.resources import AuthorValueSettings, DuelSettings, SandboxResource
     from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
     from envduels_dagster.resources.paths import HomeGatewayResource, WarehouseResource
 
@@ -37,6 +37,7 @@ def build_resources(**overrides: object) -> dict[str, object]:
         "gateway": HomeGatewayResource(),
         "sandbox": SandboxResource(),
         "settings": DuelSettings(),
+        "value_settings": AuthorValueSettings(),
         "warehouse": WarehouseResource(),
         "dbt": dbt_resource(),
         PUBLISHED_IO_MANAGER_KEY: PublishedTableIOManager(),  # read-only snapshots of published tables

@@ -153,6 +153,23 @@ def leaderboard(database: str, round_: int = 0) -> str:
     return "\n".join(lines)
 
 
+def author_value_answer(database: str) -> str:
+    """The practitioner's question first: for each learner, which author to pay (table ``author_value``)."""
+    import duckdb
+
+    from envduels_dagster.core.value_chart import value_summary
+
+    with duckdb.connect(database, read_only=True) as conn:
+        tables = {t for (t,) in conn.execute("SHOW TABLES").fetchall()}
+        if "author_value" not in tables:
+            return "Which author to pay: author_value was not materialized"
+        table = conn.execute("SELECT * FROM author_value ORDER BY learner, author").df()
+        mix = conn.execute("SELECT * FROM author_value_mix ORDER BY learner").df()
+    lines = ["Which author to pay (learnable environments for each learner, 95% intervals; "
+             "prices in models.yaml are illustrative)"]
+    return "\n".join(lines + [f"  {line}" for line in value_summary(table, mix)])
+
+
 def run_demo(envs_per_author: int = 3, seeds: int = 4) -> int:
     import dagster as dg
 
@@ -168,6 +185,7 @@ def run_demo(envs_per_author: int = 3, seeds: int = 4) -> int:
     with dg.DagsterInstance.get() as instance:
         counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
     print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models, {counts['pairs']} pairs.\n")
+    print(author_value_answer(str(warehouse_path())) + "\n")
     print(leaderboard(str(warehouse_path())))
     import duckdb
 

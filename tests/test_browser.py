@@ -61,10 +61,11 @@ def _materialize(home: Path, registry: Path) -> None:
         "import dagster as dg\n"
         "from envduels_dagster.demo import materialize_all, prepare_instance_home\n"
         "from envduels_dagster.definitions import build_resources\n"
-        "from envduels_dagster.resources import DuelSettings\n"
+        "from envduels_dagster.resources import AuthorValueSettings, DuelSettings\n"
         "prepare_instance_home()\n"
         "resources = build_resources(settings=DuelSettings(envs_per_author=1, benchmark_seeds=[0, 1],\n"
-        "                                                  check_min_matched_seeds=2))\n"
+        "                                                  check_min_matched_seeds=2),\n"
+        "                            value_settings=AuthorValueSettings(min_envs=1, n_boot=200))\n"
         "with dg.DagsterInstance.get() as instance:\n"
         "    materialize_all(instance, resources, log=print)\n"
     )
@@ -193,3 +194,36 @@ def test_materialization_metadata_renders(ui, browser):
                 "browser-duel-episodes-metadata.png")
     _page_shows(browser, f"{base}/assets/duel_episodes?view=events",
                 ["pass_rate_cold", "num_rows"], "browser-duel-episodes-events.png")
+
+
+def test_author_value_chart_renders(ui, browser):
+    """The practitioner's answer in the UI: the table, and the bar chart (an SVG data-URI image in Markdown)."""
+    from selenium.webdriver.common.by import By
+
+    base, _ = ui
+    url = f"{base}/assets/author_value?view=partitions&partition=oracle"
+    _page_shows(browser, url, ["answer", "author_value", "chart", "projection", "journeyman"],
+                "browser-author-value-metadata.png")
+    deadline, images = time.time() + 60, []
+    while time.time() < deadline and not images:
+        for link in browser.find_elements(By.XPATH, "//*[normalize-space()='[Show Markdown]' or "
+                                                    "normalize-space()='Show Markdown']"):
+            try:
+                link.click()
+            except Exception:  # noqa: BLE001 - covered by another dialog; the next round retries
+                pass
+            time.sleep(1.0)
+            images = [i for i in browser.find_elements(By.TAG_NAME, "img")
+                      if (i.get_attribute("src") or "").startswith("data:image/svg+xml")]
+            if images:
+                break
+            for close in browser.find_elements(By.XPATH, "//button[normalize-space()='Close' or "
+                                                          "normalize-space()='Done']"):
+                close.click()
+        time.sleep(1.0)
+    time.sleep(1.0)
+    browser.save_screenshot(str(ARTIFACTS / "browser-author-value-chart.png"))
+    assert images, f"no SVG chart image rendered on {url} (screenshot {ARTIFACTS / 'browser-author-value-chart.png'})"
+    size = browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight, "
+                                  "arguments[0].complete];", images[0])
+    assert size[0] > 300 and size[1] > 50 and size[2], f"chart image did not decode: {size}"

@@ -6,7 +6,7 @@ training set" finds it at the first guess, because every area has the same file 
 ``schedules.py`` and a ``definitions.py`` whose ``defs()`` returns that area's
 ``Definitions``. ``envduels_dagster/definitions.py`` merges them.
 
-Areas: registry -> authoring -> duels -> rounds -> marts -> training -> studies.
+Areas: registry -> authoring -> duels -> rounds -> marts -> training -> value -> studies.
 Nothing in this package does work at import time: assets only wire resources to one
 core function (``envduels_dagster/core``); paths and counts are resolved when a run
 starts or when ``defs()`` is called.

@@ -79,11 +79,13 @@ async def author_environments(gateway: ChatGateway, author: str, count: int, see
     recorded as an author's invalid environment.
     """
     from envduels_dagster.core.validation import validate_environment
+    from envduels_dagster.core.costing import usage_fields
 
     specs = []
     for slot in range(count):
         reply = await gateway.chat(author, author_messages(slot, count, domain, seeds), seed=slot)
-        spec = spec_from_reply(author, slot, reply.text, seeds, round_)
+        spec = spec_from_reply(author, slot, reply.text, seeds, round_).model_copy(
+            update=usage_fields(gateway, author, reply))
         if spec.reject_reason is None:
             spec = await validate_environment(spec, limits)
         specs.append(spec)

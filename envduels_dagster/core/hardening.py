@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from envduels_dagster.core.coevolution import build_digest_messages, child_from_reply
+from envduels_dagster.core.costing import usage_fields
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.validation import validate_environment
 
@@ -43,6 +44,7 @@ async def harden_author(gw, author: str, round_: int, parents, peer_episodes: pd
         messages = build_digest_messages(parent, peers, round_, slot, budget, other_hints)
         reply = await gw.chat(author, messages, seed=1000 * round_ + slot)
         child, needs_validation = child_from_reply(parent, reply.text, round_, slot)
+        child = child.model_copy(update=usage_fields(gw, author, reply))  # this call's usage, not the parent's
         if needs_validation:
             child = (await validate_environment(child, limits)).model_copy(update={"parent_env_id": parent.env_id})
         children.append(child)

@@ -106,6 +106,12 @@ class EnvironmentSpec(BaseModel):
     round: int = 0
     parent_env_id: str | None = None
     author_meta: dict = Field(default_factory=dict)  # the metadata block exactly as the author wrote it
+    # What writing it took (authoring or hardening call; validation makes no model calls). Cost at the
+    # registry's or litellm's price, also for cache hits; None when the model has no known price.
+    author_calls: int = 0
+    author_prompt_tokens: int = 0
+    author_completion_tokens: int = 0
+    author_cost_usd: float | None = None
 
     def model_post_init(self, _ctx: Any) -> None:
         if not self.source_sha256:

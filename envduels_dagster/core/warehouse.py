@@ -22,7 +22,8 @@ SCHEMA = {
         env_id VARCHAR, author VARCHAR, round INTEGER, domain VARCHAR, family VARCHAR, class_name VARCHAR,
         max_turns INTEGER, source VARCHAR, source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds UBIGINT[],
         valid BOOLEAN, reject_reason VARCHAR, winnability VARCHAR, parent_env_id VARCHAR,
-        author_version VARCHAR, author_meta VARCHAR, materialized_at TIMESTAMP""",
+        author_version VARCHAR, author_meta VARCHAR, materialized_at TIMESTAMP, author_calls INTEGER,
+        author_prompt_tokens BIGINT, author_completion_tokens BIGINT, author_cost_usd DOUBLE""",
     "episodes": """
         env_id VARCHAR, author VARCHAR, solver VARCHAR, round INTEGER, condition VARCHAR, seed UBIGINT,
         status VARCHAR,
@@ -44,6 +45,17 @@ SCHEMA = {
     "lift_learning": """
         learner VARCHAR, author VARCHAR, lift DOUBLE, n_train_envs INTEGER, n_heldout_envs INTEGER,
         cold_before DOUBLE, cold_after DOUBLE, gain DOUBLE""",
+    "author_value": """
+        learner VARCHAR, author VARCHAR, is_self BOOLEAN, status VARCHAR, n_slots INTEGER, n_envs INTEGER,
+        n_written INTEGER, n_valid INTEGER, validity_rate DOUBLE, n_unplayed INTEGER, n_seeds INTEGER,
+        expected_learnable DOUBLE, per_env DOUBLE, per_env_lower DOUBLE, per_env_upper DOUBLE, author_calls INTEGER,
+        author_tokens BIGINT, author_cost_usd DOUBLE, priced BOOLEAN, price_note VARCHAR, per_usd DOUBLE,
+        per_usd_lower DOUBLE, per_usd_upper DOUBLE, per_kcall DOUBLE, per_kcall_lower DOUBLE, per_kcall_upper DOUBLE,
+        eval_calls INTEGER, eval_cost_usd DOUBLE, rank_basis VARCHAR, rank INTEGER, rank_lower INTEGER,
+        rank_upper INTEGER, p_best DOUBLE""",
+    "author_value_mix": """
+        learner VARCHAR, author VARCHAR, currency VARCHAR, budget DOUBLE, share DOUBLE, envs_to_write DOUBLE,
+        expected_learnable DOUBLE, expected_lower DOUBLE, expected_upper DOUBLE""",
     "training_set": """
         learner VARCHAR, env_id VARCHAR, author VARCHAR, domain VARCHAR, class_name VARCHAR, max_turns INTEGER,
         source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds UBIGINT[], n_seeds INTEGER, p_cold DOUBLE,
@@ -51,7 +63,8 @@ SCHEMA = {
 }
 
 # Values given to rows written before a column existed (everything before rounds was round 0).
-MIGRATION_DEFAULTS = {"round": "0"}
+# author_calls: every environment row is exactly one authoring or hardening call (its cost stays unknown).
+MIGRATION_DEFAULTS = {"round": "0", "author_calls": "1"}
 
 # Seed columns are UBIGINT (unsigned 64-bit, see protocol.Seed). Warehouses written before that held
 # INTEGER seeds: ensure_schema widens those columns in place, in one transaction, rows intact.

@@ -4,5 +4,7 @@ from envduels_dagster.resources.duel_settings import DuelSettings
 from envduels_dagster.resources.gateway import GatewayResource
 from envduels_dagster.resources.paths import HomeGatewayResource, WarehouseResource
 from envduels_dagster.resources.sandbox import SandboxResource
+from envduels_dagster.resources.value_settings import AuthorValueSettings
 
-__all__ = ["DuelSettings", "GatewayResource", "HomeGatewayResource", "SandboxResource", "WarehouseResource"]
+__all__ = ["AuthorValueSettings", "DuelSettings", "GatewayResource", "HomeGatewayResource", "SandboxResource",
+           "WarehouseResource"]

@@ -1,0 +1,95 @@
+"""``author_value`` [learner]: which author to pay to write this learner's next environments.
+
+Why an asset per learner: the answer depends on the learner (what it fails cold and passes
+hinted), so it is partitioned like ``training_set``; like it, it has no automation condition:
+envduels_requests refreshes it in a request's "learners" stage (``learner_job``). Wiring only: read the warehouse, one
+core call (``core.author_value``), write ``author_value`` and ``author_value_mix``, render.
+"""
+
+import math
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.authoring.assets import authored_environments
+from envduels_dagster.assets.duels.assets import duel_episodes
+from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
+from envduels_dagster.assets.shared import OWNERS, markdown_table
+from envduels_dagster.resources import AuthorValueSettings
+
+TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("rank_lower", "int"),
+                 ("rank_upper", "int"), ("n_envs", "int"), ("validity_rate", "float"), ("per_env", "float"),
+                 ("per_env_lower", "float"), ("per_env_upper", "float"), ("per_usd", "float"),
+                 ("per_usd_lower", "float"), ("per_usd_upper", "float"), ("per_kcall", "float"),
+                 ("per_kcall_lower", "float"), ("per_kcall_upper", "float"), ("author_cost_usd", "float"),
+                 ("author_calls", "int"), ("eval_calls", "int"), ("price_note", "string")]
+
+
+def _cell(value):
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    try:
+        if value != value:  # pandas NA
+            return None
+    except TypeError:
+        return None
+    value = value.item() if hasattr(value, "item") else value
+    return round(value, 4) if isinstance(value, float) else value  # the table is read by people
+
+
+def table_metadata(table) -> dg.TableMetadataValue:
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, type) for name, type in TABLE_COLUMNS])
+    records = [dg.TableRecord({name: _cell(row[name]) for name, _ in TABLE_COLUMNS})
+               for row in table.to_dict("records")]
+    return dg.MetadataValue.table(records=records, schema=schema)
+
+
+@dg.asset(
+    partitions_def=solver_partitions,
+    deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver),
+          dg.AssetDep(authored_environments, partition_mapping=dg.AllPartitionMapping())],
+    group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
+    description="For one learner (partition): per author, expected learnable environments per environment "
+                "written, per dollar and per 1000 authoring calls, with 95% intervals, validity rate and a rank "
+                "with its uncertainty; the best author mix for AuthorValueSettings' budget. "
+                "Tables `author_value`, `author_value_mix`.",
+)
+def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueSettings,
+                 warehouse: DuckDBResource) -> dg.MaterializeResult:
+    from envduels_dagster.core.author_value import author_value as compute_author_value
+    from envduels_dagster.core.value_chart import svg_data_uri, value_sentence, value_svg
+    from envduels_dagster.core.warehouse import read_table, replace_rows
+
+    learner = context.partition_key
+    with warehouse.get_connection() as conn:
+        envs = read_table(conn, "environments")
+        episodes = read_table(conn, "episodes", {"solver": learner})
+    s = value_settings
+    table, mix = compute_author_value(envs, episodes, learner, budget_usd=s.budget_usd, budget_calls=s.budget_calls,
+                                      max_share=s.max_share, min_envs=s.min_envs, n_boot=s.n_boot)
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "author_value", table, {"learner": learner})
+        replace_rows(conn, "author_value_mix", mix, {"learner": learner})
+    svg = value_svg(table, learner)
+    chart = _chart_path(learner)
+    chart.write_text(svg)
+    answer = value_sentence(table, mix, learner)
+    context.log.info(answer)
+    return dg.MaterializeResult(metadata={
+        "num_rows": len(table),
+        "answer": dg.MetadataValue.md(answer),
+        "author_value": table_metadata(table),
+        "chart": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
+        "chart_file": dg.MetadataValue.path(str(chart)),
+        "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
+        "projection": dg.MetadataValue.md(markdown_table(mix)),
+        "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
+    })
+
+
+def _chart_path(learner: str):
+    from envduels_dagster.settings import envduels_home
+
+    folder = envduels_home() / "reports" / "author_value"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{learner}.svg"

@@ -1,0 +1,226 @@
+"""Which author to pay, for one learner: learnable environments per environment written, per dollar, per call.
+
+Why this exists: the practical advice behind EnvDuels is "let a few models write hard tasks
+with hints, keep the ones *your* model fails cold but passes hinted, and check whether a
+cheaper model is the better task writer". Mean peer lift pooled over every solver, with no
+notion of cost, cannot answer that; this module can, for one learner at a time.
+
+Units. A *lineage* is one environment slot an author was asked for: its round-0 attempt and
+every hardened version (``parent_env_id`` chains). It yields the learnable probability of its
+newest valid version (0 when no version is valid) and costs every call spent on it
+(authoring, rejected attempts, hardening; validation makes no model calls). Lineages are
+the unit of resampling. A valid lineage the learner never completed a matched seed on is
+left out of the sample (missing, not zero) and counted in ``n_unplayed``.
+
+Intervals: 95% percentile bootstrap over lineages; each replicate also draws every
+environment's learnable probability from its Beta posterior, so seed-level uncertainty
+is carried too. Ranks come from the same replicates (``rank_lower``..``rank_upper``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from envduels_dagster.core.stats import matched_seeds
+
+# Jeffreys prior on the per-seed probability of "fails cold, passes hinted".
+PRIOR = (0.5, 0.5)
+ALPHA = 0.05
+RANKED, SELF, INSUFFICIENT = "ranked", "self-authored (not ranked)", "insufficient data"
+
+COLUMNS = [
+    "learner", "author", "is_self", "status", "n_slots", "n_envs", "n_written", "n_valid", "validity_rate", "n_unplayed",
+    "n_seeds", "expected_learnable", "per_env", "per_env_lower", "per_env_upper", "author_calls",
+    "author_tokens", "author_cost_usd", "priced", "price_note", "per_usd", "per_usd_lower", "per_usd_upper",
+    "per_kcall", "per_kcall_lower", "per_kcall_upper", "eval_calls", "eval_cost_usd", "rank_basis", "rank",
+    "rank_lower", "rank_upper", "p_best"]
+MIX_COLUMNS = ["learner", "author", "currency", "budget", "share", "envs_to_write", "expected_learnable",
+               "expected_lower", "expected_upper"]
+
+
+def learnable_probability(rescued: int, seeds: int, prior: tuple[float, float] = PRIOR) -> tuple[float, float]:
+    """Posterior (alpha, beta) of the chance that a seed of this environment is learnable for the learner.
+
+    Learnable on a seed = the learner fails it cold and passes it hinted (matched seeds only).
+    Beta-Binomial with a Jeffreys prior Beta(0.5, 0.5): ``rescued`` of ``seeds`` gives
+    Beta(0.5 + rescued, 0.5 + seeds - rescued); its mean is the environment's learnable
+    probability.
+
+    Overlap with ``core.stats.admission.learnable_probability`` (the training set's admission
+    probability): that one asks "are the environment's true rates inside the admission rule"
+    (P(p_cold <= ceiling) * P(p_hint >= min_hint), a yes/no about the environment, tied to the
+    rule's thresholds). This one is the per-seed rate of "fails cold, passes hinted", the
+    expected share of learnable seeds, which adds up across environments into the expected
+    counts this asset divides by cost, and needs no threshold. Both use Jeffreys priors on
+    matched seeds; if the two definitions are ever unified, it is here that it changes.
+    """
+    return prior[0] + rescued, prior[1] + seeds - rescued
+
+
+def lineages(envs: pd.DataFrame) -> pd.DataFrame:
+    """Per environment row: its lineage root and whether it is the newest valid version of that lineage."""
+    parent = dict(zip(envs["env_id"], envs["parent_env_id"]))
+
+    def root(env_id: str) -> str:
+        seen = set()
+        while isinstance(parent.get(env_id), str) and parent[env_id] in parent and env_id not in seen:
+            seen.add(env_id)
+            env_id = parent[env_id]
+        return env_id
+
+    out = envs.assign(lineage=[root(e) for e in envs["env_id"]])
+    valid = out[out["valid"].astype(bool)].sort_values(["lineage", "round"])
+    newest = set(valid.groupby("lineage")["env_id"].last())
+    return out.assign(newest_valid=out["env_id"].isin(newest))
+
+
+def _lineage_frame(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str) -> pd.DataFrame:
+    """One row per lineage: author, valid, played, posterior (a, b), n_seeds, calls, tokens, cost."""
+    env = lineages(envs)
+    m = matched_seeds(episodes[episodes["solver"] == learner])
+    m = m.assign(rescued=((m["y_cold"] == 0) & (m["y_hint"] == 1)).astype(int))
+    per_env = m.groupby("env_id").agg(n_seeds=("seed", "size"), rescued=("rescued", "sum"))
+    env["cost"] = pd.to_numeric(env["author_cost_usd"], errors="coerce")
+    env["calls"] = pd.to_numeric(env["author_calls"], errors="coerce").fillna(1)
+    env["tokens"] = (pd.to_numeric(env["author_prompt_tokens"], errors="coerce").fillna(0)
+                     + pd.to_numeric(env["author_completion_tokens"], errors="coerce").fillna(0))
+    rows = []
+    for (author, lineage), grp in env.groupby(["author", "lineage"], sort=True):
+        newest = grp[grp["newest_valid"]]
+        valid = not newest.empty
+        n_seeds = rescued = 0
+        if valid and newest["env_id"].iloc[0] in per_env.index:
+            n_seeds, rescued = (int(x) for x in per_env.loc[newest["env_id"].iloc[0]])
+        a, b = learnable_probability(rescued, n_seeds)
+        rows.append({"author": author, "lineage": lineage, "n_written": len(grp), "n_valid": int(grp["valid"].sum()),
+                     "valid": valid, "played": n_seeds > 0, "a": a, "b": b, "n_seeds": n_seeds,
+                     "calls": float(grp["calls"].sum()), "tokens": float(grp["tokens"].sum()),
+                     "cost": float(grp["cost"].sum()) if grp["cost"].notna().all() else np.nan})
+    return pd.DataFrame(rows, columns=["author", "lineage", "n_written", "n_valid", "valid", "played", "a", "b",
+                                       "n_seeds", "calls", "tokens", "cost"])
+
+
+def _interval(samples: np.ndarray, estimate: float) -> tuple[float, float]:
+    samples = samples[np.isfinite(samples)]
+    if not np.isfinite(estimate) or samples.size == 0:
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(samples, [ALPHA / 2, 1 - ALPHA / 2])
+    return float(min(lo, estimate)), float(max(hi, estimate))
+
+
+def _ratio(num: float, den: float, scale: float = 1.0) -> float:
+    return scale * num / den if np.isfinite(den) and den > 0 else float("nan")
+
+
+def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, *, budget_usd: float = 100.0,
+                 budget_calls: float = 10_000, max_share: float = 1.0, min_envs: int = 3, n_boot: int = 2000,
+                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(``author_value`` rows, ``author_value_mix`` rows) for ``learner``; see the module docstring.
+
+    ``envs``: the ``environments`` table (every author, every round); ``episodes``: the ``episodes``
+    table (at least the learner's). Authors ranked: not the learner, at least ``min_envs`` lineages in
+    the sample. Basis: learnable per dollar when every ranked author has a price, else per thousand
+    calls (said in ``rank_basis``; an unpriced author is never treated as free).
+    """
+    lin = _lineage_frame(envs, episodes, learner)
+    rng = np.random.default_rng(seed)
+    learner_eps = episodes[episodes["solver"] == learner]
+    rows, reps = [], {}
+    for author, grp in lin.groupby("author", sort=True):
+        sample = grp[~grp["valid"] | grp["played"]]
+        n = len(sample)
+        p = np.where(sample["valid"], sample["a"] / (sample["a"] + sample["b"]), 0.0)
+        cost, calls = sample["cost"].to_numpy(), sample["calls"].to_numpy()
+        priced = bool(len(grp)) and bool(grp["cost"].notna().all())
+        if n:
+            draws = np.where(sample["valid"].to_numpy(), rng.beta(sample["a"], sample["b"], size=(n_boot, n)), 0.0)
+            idx = rng.integers(0, n, size=(n_boot, n))
+            picked = np.take_along_axis(draws, idx, axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rep = {"per_env": picked.mean(axis=1),
+                       "per_usd": picked.sum(axis=1) / cost[idx].sum(axis=1) if priced else np.full(n_boot, np.nan),
+                       "per_kcall": 1000 * picked.sum(axis=1) / calls[idx].sum(axis=1)}
+        else:
+            rep = {k: np.full(n_boot, np.nan) for k in ("per_env", "per_usd", "per_kcall")}
+        est = {"per_env": float(p.mean()) if n else float("nan"),
+               "per_usd": _ratio(p.sum(), cost.sum()) if priced and n else float("nan"),
+               "per_kcall": _ratio(p.sum(), calls.sum(), 1000.0) if n else float("nan")}
+        is_self = author == learner
+        status = SELF if is_self else RANKED if n >= min_envs else INSUFFICIENT
+        mine = learner_eps[learner_eps["author"] == author]
+        eval_cost = pd.to_numeric(mine["cost_usd"], errors="coerce")
+        row = {"learner": learner, "author": author, "is_self": is_self, "status": status, "n_slots": len(grp),
+               "n_envs": n,
+               "n_written": int(grp["n_written"].sum()), "n_valid": int(grp["n_valid"].sum()),
+               "validity_rate": float(grp["n_valid"].sum() / grp["n_written"].sum()),
+               "n_unplayed": int((grp["valid"] & ~grp["played"]).sum()), "n_seeds": int(sample["n_seeds"].sum()),
+               "expected_learnable": float(p.sum()), "author_calls": int(grp["calls"].sum()),
+               "author_tokens": int(grp["tokens"].sum()),
+               "author_cost_usd": float(grp["cost"].sum()) if priced else None, "priced": priced,
+               "price_note": "" if priced else "no price: ranked by calls only, never as free",
+               "eval_calls": int(pd.to_numeric(mine["model_calls"], errors="coerce").fillna(0).sum()),
+               # what these runs spent on the learner's play (cache hits cost nothing); None: nothing priced
+               "eval_cost_usd": float(eval_cost.sum()) if (eval_cost > 0).any() else None}
+        for key, value in est.items():
+            lo, hi = _interval(rep[key], value)
+            row.update({key: value, f"{key}_lower": lo, f"{key}_upper": hi})
+        rows.append(row)
+        reps[author] = rep
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return _rank(table, reps), _mix(table, reps, learner, budget_usd, budget_calls, max_share)
+
+
+def _rank(table: pd.DataFrame, reps: dict) -> pd.DataFrame:
+    ranked = table[table["status"] == RANKED]
+    basis = "per_usd" if len(ranked) and ranked["priced"].all() else "per_kcall"
+    table["rank_basis"] = basis
+    if ranked.empty:
+        return table
+    order = ranked.sort_values([basis, "author"], ascending=[False, True])["author"].tolist()
+    table.loc[table["status"] == RANKED, "rank"] = table["author"].map({a: i for i, a in enumerate(order, 1)})
+    boots = np.column_stack([np.nan_to_num(reps[a][basis], nan=-np.inf) for a in order])  # (n_boot, n_ranked)
+    ranks = (-boots).argsort(axis=1, kind="stable").argsort(axis=1) + 1
+    for j, author in enumerate(order):
+        at = table["author"] == author
+        table.loc[at, "rank_lower"] = float(np.quantile(ranks[:, j], ALPHA / 2, method="lower"))
+        table.loc[at, "rank_upper"] = float(np.quantile(ranks[:, j], 1 - ALPHA / 2, method="higher"))
+        table.loc[at, "p_best"] = float((ranks[:, j] == 1).mean())
+    for col in ("rank", "rank_lower", "rank_upper"):
+        table[col] = table[col].astype("Int64")
+    return table
+
+
+def _mix(table: pd.DataFrame, reps: dict, learner: str, budget_usd: float, budget_calls: float,
+         max_share: float) -> pd.DataFrame:
+    """The budget split that maximises expected learnable environments (fractional knapsack: best rate first,
+    at most ``max_share`` of the budget per author). Interval from the same bootstrap replicates."""
+    ranked = table[table["status"] == RANKED].sort_values("rank")
+    if ranked.empty:
+        return pd.DataFrame(columns=MIX_COLUMNS)
+    basis = ranked["rank_basis"].iloc[0]
+    currency, budget = ("usd", float(budget_usd)) if basis == "per_usd" else ("calls", float(budget_calls))
+    scale = 1.0 if basis == "per_usd" else 1 / 1000
+    rows, left, total = [], budget, 0.0
+    total_reps = np.zeros_like(next(iter(reps.values()))[basis])
+    for r in ranked.itertuples(index=False):
+        spend = min(left, max(0.0, max_share) * budget)
+        if spend <= 0 or not getattr(r, basis) > 0:
+            break
+        left -= spend
+        per_slot = (r.author_cost_usd if currency == "usd" else r.author_calls) / max(r.n_slots, 1)
+        expected = getattr(r, basis) * scale * spend
+        rep = np.nan_to_num(reps[r.author][basis]) * scale * spend
+        total_reps = total_reps + rep
+        total += expected
+        lo, hi = _interval(rep, expected)
+        rows.append({"learner": learner, "author": r.author, "currency": currency, "budget": spend,
+                     "share": spend / budget if budget else 0.0,
+                     "envs_to_write": spend / per_slot if per_slot > 0 else float("nan"),
+                     "expected_learnable": expected, "expected_lower": lo, "expected_upper": hi})
+    lo, hi = _interval(total_reps, total)
+    rows.append({"learner": learner, "author": "(total)", "currency": currency, "budget": budget - left,
+                 "share": (budget - left) / budget if budget else 0.0,
+                 "envs_to_write": sum(r["envs_to_write"] for r in rows), "expected_learnable": total,
+                 "expected_lower": lo, "expected_upper": hi})
+    return pd.DataFrame(rows, columns=MIX_COLUMNS)

@@ -1,0 +1,15 @@
+"""What the user is shopping for: the budget of the author-value projection, and its minimum sample.
+
+Why a resource of its own: the budget is a purchasing decision, not a duel parameter; it
+changes the projection (``author_value_mix``) without touching how duels are played.
+"""
+
+import dagster as dg
+
+
+class AuthorValueSettings(dg.ConfigurableResource):
+    budget_usd: float = 100.0  # projection budget when every ranked author has a price
+    budget_calls: float = 10_000  # projection budget in authoring calls when some author has no price
+    max_share: float = 1.0  # at most this share of the budget per author (1.0: all on the best one)
+    min_envs: int = 3  # below this many sampled environments an author is "insufficient data", not ranked
+    n_boot: int = 2000
