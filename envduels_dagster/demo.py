@@ -150,7 +150,7 @@ def leaderboard(database: str) -> str:
     return "\n".join(lines)
 
 
-def run_demo(envs_per_author: int = 3, seeds: int = 4) -> int:
+def run_demo(envs_per_author: int = 10, seeds: int = 4) -> int:
     import dagster as dg
 
     from envduels_dagster.definitions import build_resources
