@@ -130,6 +130,38 @@ def admission_rows(envs: int, stats: pd.DataFrame, true_rates: pd.DataFrame) -> 
     return out
 
 
+MIXTURE = (  # category share, p_cold range, p_hint range: learnable environments form a cluster here
+    (0.3, (0.5, 1.0), (0.5, 1.0)), (0.3, (0.0, 0.1), (0.0, 0.2)), (0.3, (0.0, 0.2), (0.55, 1.0)),
+    (0.1, (0.15, 0.35), (0.35, 0.65)))
+
+
+def admission_mixture_rows(rows_per_warehouse: int, seeds: int, reps: int = 20) -> dict:
+    """Admission on a generator where learnable (environment, learner) rows are a cluster, as in the simulation
+    (wasted / noise / learnable / borderline), through core.training_set's estimator; one prior per warehouse."""
+    from envduels_dagster.core.stats import admits
+    from envduels_dagster.core.stats.joint_admission import (fit_joint_prior, joint_learnable_probability,
+                                                             joint_lift_interval)
+
+    tot = dict(admitted=0, false=0, expected=0.0, rule=0, rule_false=0, learnable=0, covered=0, rows=0)
+    for rep in range(reps):
+        rng = np.random.default_rng(1000 * seeds + rep)
+        k = rng.choice(len(MIXTURE), rows_per_warehouse, p=[m[0] for m in MIXTURE])
+        pc = np.array([rng.uniform(*MIXTURE[i][1]) for i in k])
+        ph = np.array([rng.uniform(*MIXTURE[i][2]) for i in k])
+        ph = np.where(k == 0, np.maximum(ph, pc), ph)
+        n = np.full(rows_per_warehouse, float(seeds))
+        c, h = rng.binomial(seeds, pc).astype(float), rng.binomial(seeds, ph).astype(float)
+        truth = (pc <= 0.25) & (ph >= 0.5)
+        prior = fit_joint_prior(c, h, n)
+        p = joint_learnable_probability(prior, c, h, n)
+        lo, hi = joint_lift_interval(prior, c, h, n)
+        a, rule = p >= 0.5, np.asarray(admits(c / n, h / n), dtype=bool)
+        tot["admitted"] += int(a.sum()); tot["false"] += int((~truth[a]).sum()); tot["expected"] += float((1 - p[a]).sum())
+        tot["rule"] += int(rule.sum()); tot["rule_false"] += int((~truth[rule]).sum()); tot["learnable"] += int(truth.sum())
+        tot["covered"] += int(covered(lo, hi, ph - pc).sum()); tot["rows"] += rows_per_warehouse
+    return tot
+
+
 def build_warehouse(db: Path, episodes: pd.DataFrame) -> None:
     """Write the episodes and their environments, then run the dbt marts as the product does."""
     import dagster as dg
@@ -242,7 +274,19 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--admission-only", action="store_true", help="only the admission mixture table (fast)")
     args = parser.parse_args()
+    print("admission on the mixture generator (20 warehouses each; P(learnable) >= 0.5, joint prior per warehouse):")
+    for rows in (60, 200, 900):
+        for seeds in (4, 8):
+            t = admission_mixture_rows(rows, seeds)
+            print(f"  {rows:4d} rows x {seeds} seeds: admitted {t['admitted']}, false share "
+                  f"{t['false'] / max(t['admitted'], 1):.3f}, expected {t['expected'] / max(t['admitted'], 1):.3f}; "
+                  f"fixed rule admitted {t['rule']}, false share {t['rule_false'] / max(t['rule'], 1):.3f}; "
+                  f"truly learnable {t['learnable']}; lift interval coverage {t['covered'] / t['rows']:.3f} "
+                  f"(n = {t['rows']})", flush=True)
+    if args.admission_only:
+        return 0
     workdir = Path(tempfile.mkdtemp(prefix="envduels-calibration-"))
     try:
         rows = [r for envs in args.envs for r in one_size(envs, args.groups, args.seeds, args.n_boot, workdir,
