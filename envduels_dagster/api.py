@@ -38,3 +38,18 @@ def load_training_set(learner: str, home: str | Path | None = None, verify: bool
     if verify:
         verify_export(root)
     return pd.read_parquet(root / "train.parquet")
+
+
+def load_gym_rows(learner: str | None = None, home: str | Path | None = None,
+                  export_dir: str | Path | None = None) -> list[dict]:
+    """The multi-turn gym rows of ``train.jsonl`` with ``env_config.export_dir`` made absolute.
+
+    Exports store it relative to the export root (they can be moved or shipped); this resolves it against
+    where the export is now: ``export_dir`` if given, else the learner's latest export."""
+    import json
+
+    root = Path(export_dir).resolve() if export_dir else latest_export_dir(learner, home)
+    rows = [json.loads(line) for line in (root / "train.jsonl").read_text().splitlines() if line.strip()]
+    for row in rows:
+        row["env_config"]["export_dir"] = str((root / row["env_config"]["export_dir"]).resolve())
+    return rows

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from envduels_dagster.api import latest_export_dir, load_training_set
+from envduels_dagster.api import latest_export_dir, load_gym_rows, load_training_set
 from envduels_dagster.core.export_format import ExportFormatError, load_export
 from envduels_dagster.core.protocol import sha256_text
 from envduels_dagster.core.training_export import ExportIntegrityError, ExportItem, verify_export, write_export
@@ -54,7 +55,14 @@ def test_export_round_trips_through_the_envduels_importer(tmp_path):
     assert manifest["format_version"] == 1 and manifest["environments"][0]["split"] == "train"
     rows = [json.loads(line) for line in (path / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and rows[0]["messages"] == [{"role": "user", "content": "<envduels-reset>"}]
-    assert rows[0]["env_config"] == {"name": "envduels", "export_dir": str(path), "env_id": "a.r0.0", "seed": 0}
+    # Relocatable: export_dir is relative to the export root, and the loader resolves it where the export is.
+    assert rows[0]["env_config"] == {"name": "envduels", "export_dir": ".", "env_id": "a.r0.0", "seed": 0}
+    assert rows[0]["export_version"] == "v1"
+    assert load_gym_rows("oracle", home=tmp_path)[0]["env_config"]["export_dir"] == str(path)
+    moved = tmp_path / "shipped"
+    shutil.copytree(path, moved)
+    assert load_gym_rows(export_dir=moved)[0]["env_config"]["export_dir"] == str(moved.resolve())
+    assert verify_export(moved) and str(path) not in (moved / "train.jsonl").read_text()
     # Downstream loaders: pandas through the API, and DuckDB straight from the documented path.
     df = load_training_set("oracle", home=tmp_path)
     assert len(df) == 6 and set(df["env_id"]) == {"a.r0.0", "b.r0.1"}
@@ -197,3 +205,13 @@ def test_lift_learning_study_trains_on_hints_and_measures_gain_on_held_out_games
     assert again.equals(df)  # the study is deterministic: same inputs, same table
     rho, p, n = correlate(df)
     assert n == 2 and rho != rho  # two points give no rank correlation (nan), never a fake one
+
+
+def test_an_export_that_does_not_match_its_training_set_is_never_published(tmp_path):
+    root = tmp_path / "exports" / "l"
+    first = write_export(root, "l", [item("a")], "v1", expected={"a": item("a").source_sha256})
+    with pytest.raises(ExportIntegrityError, match=r"does not match its training set, not published: "
+                                                   r"missing from the export: b"):
+        write_export(root, "l", [item("a")], "v2", expected={"a": item("a").source_sha256, "b": "f" * 64})
+    assert (root / "latest").resolve() == first.resolve()
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "v1"]  # no staged leftovers, no v2

@@ -64,6 +64,8 @@ class GymMessage(BaseModel):
 
 class GymEnvConfig(BaseModel):
     name: Literal["envduels"] = "envduels"
+    # Relative to the export root (the directory holding train.jsonl): "." for this export, so an export
+    # moves or ships as a whole; readers resolve it (``api.load_gym_rows``).
     export_dir: str
     env_id: str
     seed: Seed
@@ -74,6 +76,8 @@ class GymRow(BaseModel):
     env_config: GymEnvConfig
     env_id: str
     seed: Seed
+    export_version: str = ""  # the export directory's version name
+    run_id: str = ""  # the Dagster run that published it
 
 
 class PromptRow(BaseModel):
@@ -89,7 +93,36 @@ class PromptRow(BaseModel):
     max_turns: int
     source_sha256: str
     lift: float
+    export_version: str = ""
+    run_id: str = ""
+
+
+class TrainingSetRow(BaseModel):
+    """One published row of ``training_set`` (snapshot published/training_set/<learner>.parquet).
+
+    Extra columns are allowed: admission may add figures (e.g. a learnable probability) without a break."""
+
+    model_config = ConfigDict(extra="allow")
+    learner: str
+    env_id: str
+    author: str
+    domain: str
+    class_name: str
+    max_turns: int = Field(ge=1)
+    source_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    hint: str
+    benchmark_seeds: list[Seed]
+    n_seeds: int
+    p_cold: float
+    p_hint: float
+    lift: float
+    lift_lower: float
+    lift_upper: float
+    rank: int = Field(ge=1)
+    run_id: str  # the run that produced this content
+    data_version: str  # hash of the learner's rows (without provenance): Dagster's data version
 
 
 def json_schemas() -> dict[str, dict]:
-    return {m.__name__: m.model_json_schema() for m in (Manifest, EnvMetadata, Privileged, GymRow, PromptRow)}
+    return {m.__name__: m.model_json_schema() for m in (Manifest, EnvMetadata, Privileged, GymRow, PromptRow,
+                                                     TrainingSetRow)}

@@ -6,6 +6,7 @@ import dagster as dg
 from envduels_dagster.assets.marts.assets import design_convergence, rankings
 from envduels_dagster.assets.checking.results import make_result_checks
 from envduels_dagster.assets.marts.checks import pair_lift_checks
+from envduels_dagster.assets.marts.jobs import downstream_job
 
 
 def defs() -> dg.Definitions:
@@ -13,4 +14,5 @@ def defs() -> dg.Definitions:
 
     # The `dbt` resource is one of the root's shared resources (definitions.build_resources).
     checks = [pair_lift_checks, make_result_checks("rankings"), make_result_checks("design_convergence")]
-    return dg.Definitions(assets=[build_dbt_marts(), rankings, design_convergence], asset_checks=checks)
+    return dg.Definitions(assets=[build_dbt_marts(), rankings, design_convergence], asset_checks=checks,
+                          jobs=[downstream_job])

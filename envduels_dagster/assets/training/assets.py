@@ -6,27 +6,31 @@ The rule and the rows come from ``core/training_set.py``; the rule itself from `
 """
 
 import asyncio
+import warnings
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
-from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import AFTER_CHECKED_TRAINING_SET, OWNERS, markdown_table, utcnow
 from envduels_dagster.resources import DuelSettings, SandboxResource
+from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, table_metadata
 
 
 @dg.asset(
     partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver)],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
-    automation_condition=AFTER_PAIRS,
+    io_manager_key=PUBLISHED_IO_MANAGER_KEY, code_version="2",
     description="Training set for one learner (partition): environments whose posterior probability of being "
                 "learnable (fails cold, passes hinted) reaches DuelSettings.training_admission_threshold (or the "
-                "fixed rule), ranked by lift, with a posterior lift interval and provenance. Table `training_set`.",
+                "fixed rule), ranked by lift, with a posterior lift interval and provenance. Table `training_set`; "
+                "published as a read-only snapshot $ENVDUELS_HOME/published/training_set/<learner>.parquet (load "
+                "it with `load_asset_value` or `envduels_dagster.consumer`). Its data version is a hash of the rows.",
 )
-def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
-                 warehouse: DuckDBResource) -> dg.MaterializeResult:
+def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, warehouse: DuckDBResource):
+    from envduels_dagster.core.publication import content_version
     from envduels_dagster.core.training_set import TrainingRule, build_training_set
     from envduels_dagster.core.warehouse import read_table, replace_rows
 
@@ -41,31 +45,40 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
     df = built.rows
     with warehouse.get_connection() as conn:
         replace_rows(conn, "training_set", df, {"learner": learner})
-    return dg.MaterializeResult(metadata={
-        "num_rows": len(df),
-        "admission": dg.MetadataValue.md(
-            f"{rule.method}: P(true p_cold <= {rule.cold_ceiling:g} and true p_hint >= {rule.min_hint:g}) >= "
-            f"{rule.threshold:g}" if rule.method == "probability" else
-            f"rule: observed p_cold <= {rule.max_cold:g} and p_hint >= {rule.min_hint:g}"),
-        "expected_false_admissions": float(round(built.expected_false_admissions, 3)),
-        "candidates": built.considered,
-        "prior_rows": built.prior_rows,
-        "admission_note": built.note or "prior fitted on enough rows (calibration: docs/STATISTICS.md)",
-        "categories": dg.MetadataValue.json(built.categories),
-        "excluded": dg.MetadataValue.md(
-            "noise: fails even with the hint; wasted: passes cold; plus learnable environments below the "
-            f"hinted threshold ({settings.training_min_hint:.0%}) and, unless configured, its own environments."),
-        "environments": dg.MetadataValue.md(markdown_table(
-            df[["rank", "env_id", "author", "n_seeds", "p_cold", "p_hint", "p_learnable", "lift_lower", "lift_upper"]])),
-    })
+    # The data version is the content: an unchanged set keeps its version and triggers nothing downstream.
+    with warnings.catch_warnings():  # Output(data_version=...) is marked beta; it is the documented way
+        warnings.simplefilter("ignore")
+        return dg.Output(df, data_version=dg.DataVersion(content_version(df)), metadata={
+            **table_metadata("training_set"),  # row count and column schema: added by the IO manager
+            "num_rows": len(df),
+            "admission": dg.MetadataValue.md(
+                f"{rule.method}: P(true p_cold <= {rule.cold_ceiling:g} and true p_hint >= {rule.min_hint:g}) >= "
+                f"{rule.threshold:g}" if rule.method == "probability" else
+                f"rule: observed p_cold <= {rule.max_cold:g} and p_hint >= {rule.min_hint:g}"),
+            "expected_false_admissions": float(round(built.expected_false_admissions, 3)),
+            "candidates": built.considered,
+            "prior_rows": built.prior_rows,
+            "admission_note": built.note or "prior fitted on enough rows (calibration: docs/STATISTICS.md)",
+            "rounds used": "each lineage's newest valid version, any round (a kept copy replaces its parent: "
+                           "one environment counts once)",
+            "categories": dg.MetadataValue.json(built.categories),
+            "excluded": dg.MetadataValue.md(
+                "noise: fails even with the hint; wasted: passes cold; plus environments below the admission "
+                "threshold and, unless configured, its own environments."),
+            "environments": dg.MetadataValue.md(markdown_table(
+                df[["rank", "env_id", "author", "n_seeds", "p_cold", "p_hint", "p_learnable", "lift_lower",
+                    "lift_upper"]])),
+        })
 
 
 @dg.asset(
     partitions_def=solver_partitions, deps=[training_set], group_name="training",
-    kinds={"python", "parquet"}, owners=OWNERS, tags={"layer": "product"}, automation_condition=AFTER_PAIRS,
+    kinds={"python", "parquet"}, owners=OWNERS, tags={"layer": "product"},
+    automation_condition=AFTER_CHECKED_TRAINING_SET, code_version="1",
     description="The learner's training set as files: $ENVDUELS_HOME/exports/<learner>/<version>/ with an "
                 "EnvDuels v1 export, train.jsonl (multi-turn gym rows) and train.parquet (prompt rows); "
-                "`latest` switches atomically to the newest complete version.",
+                "`latest` switches atomically, and only after the staged version passed its audit (files match "
+                "SHA256SUMS and the contract, and list exactly the learner's training set): write-audit-publish.",
 )
 def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
                     warehouse: DuckDBResource) -> dg.MaterializeResult:
@@ -80,7 +93,9 @@ def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
         envs = read_table(conn, "environments")
     items = asyncio.run(export_items(rows, envs, sandbox.limits()))
     version = f"{utcnow():%Y%m%dT%H%M%S}-{context.run.run_id[:8]}"
-    path = write_export(exports_root() / learner, learner, items, version)
+    expected = dict(zip(rows["env_id"], rows["source_sha256"]))
+    path = write_export(exports_root() / learner, learner, items, version, expected=expected,
+                        run_id=context.run.run_id)
     context.log.info(f"published {len(items)} environments for {learner} at {path}")
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(path)),
