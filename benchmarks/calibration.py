@@ -78,37 +78,88 @@ def truths(names: list[str]) -> dict[str, dict[str, float]]:
 
 
 def admission_rows(envs: int, stats: pd.DataFrame, true_rates: pd.DataFrame) -> list[dict]:
-    """Training admission on every peer (environment, solver): the fixed rule vs the posterior probability.
+    """Training admission on every peer (environment, solver): the fixed rule vs the posterior probabilities.
 
-    Truly learnable: true cold rate <= 0.25 and true hinted rate >= 0.5 (the posterior's definition)."""
+    Truly learnable: true cold rate <= 0.25 and true hinted rate >= 0.5 (the posterior's definition).
+    The joint model's prior is fitted as the product fits it, over every learner of one warehouse (here a
+    4-model tournament: 3 * 4 * envs rows), and, for comparison, over one learner's rows alone."""
     from envduels_dagster.core.stats import admits, learnable_probability
     from envduels_dagster.core.stats.admission import fit_beta_prior
+    from envduels_dagster.core.stats.joint_admission import (fit_joint_prior, joint_learnable_probability,
+                                                             joint_lift_interval)
 
-    s = stats[~stats["is_self_pair"]].merge(true_rates, on=["env_id", "solver"])
-    truth = (s["true_cold"] <= 0.25) & (s["true_hint"] >= 0.5)
+    s = stats[~stats["is_self_pair"]].merge(true_rates, on=["env_id", "solver"]).reset_index(drop=True)
+    truth = ((s["true_cold"] <= 0.25) & (s["true_hint"] >= 0.5)).to_numpy()
     n = s["n_seeds"].to_numpy(float)
-    cold, hint = np.rint(s["p_cold"] * n), np.rint(s["p_hint"] * n)
+    cold, hint = np.rint(s["p_cold"] * n).to_numpy(), np.rint(s["p_hint"] * n).to_numpy()
     jeffreys = learnable_probability(cold, hint, n)
-    # empirical Bayes per learner, as admission_table does
-    empirical = np.zeros(len(s))
+    empirical, joint_group, joint_learner = (np.zeros(len(s)) for _ in range(3))
+    lo, hi = np.zeros(len(s)), np.zeros(len(s))
     for solver in s["solver"].unique():
         m = (s["solver"] == solver).to_numpy()
         empirical[m] = learnable_probability(cold[m], hint[m], n[m], 0.25, 0.5, fit_beta_prior(cold[m], n[m]),
                                              fit_beta_prior(hint[m], n[m]))
+        joint_learner[m] = joint_learnable_probability(fit_joint_prior(cold[m], hint[m], n[m]),
+                                                       cold[m], hint[m], n[m])
+    for group in s["solver"].str[:4].unique():
+        m = (s["solver"].str[:4] == group).to_numpy()
+        prior = fit_joint_prior(cold[m], hint[m], n[m])
+        joint_group[m] = joint_learnable_probability(prior, cold[m], hint[m], n[m])
+        lo[m], hi[m] = joint_lift_interval(prior, cold[m], hint[m], n[m])
     out = []
-    truth = truth.to_numpy()
     for name, admitted, prob in (
             ("rule p_cold=0 & p_hint>=.5", admits(s["p_cold"].to_numpy(), s["p_hint"].to_numpy()), None),
-            ("P(learnable)>=.5 Jeffreys", jeffreys >= 0.5, jeffreys),
-            ("P(learnable)>=.5 empirical", empirical >= 0.5, empirical)):
+            ("P>=.5 independent Jeffreys", jeffreys >= 0.5, jeffreys),
+            ("P>=.5 independent empirical", empirical >= 0.5, empirical),
+            ("P>=.5 joint, prior per learner", joint_learner >= 0.5, joint_learner),
+            ("P>=.5 joint, prior per warehouse", joint_group >= 0.5, joint_group)):
         false = float((~truth[admitted]).mean()) if admitted.any() else float("nan")
         note = (f"admitted {int(admitted.sum())}/{int(truth.sum())} learnable, false {false:.3f}, "
                 f"missed {float((~admitted[truth]).mean()) if truth.any() else float('nan'):.3f}")
         if prob is not None and admitted.any():
             note += f", expected false {float((1 - prob[admitted]).mean()):.3f}"
+        if prob is not None:  # calibration over every row: predicted vs actual learnable share
+            note += f"; all rows: mean P {prob.mean():.3f} vs learnable {truth.mean():.3f}"
         out.append({"envs": envs, "figure": f"admission: {name}", "path": "python", "n": len(s),
                     "reported": float("nan"), "coverage": float("nan"), "width": float("nan"), "note": note})
+    true_lift = (s["true_hint"] - s["true_cold"]).to_numpy()
+    ok = covered(lo, hi, true_lift)
+    out.append({"envs": envs, "figure": "training row lift (joint posterior)", "path": "python", "n": len(s),
+                "reported": 1.0, "coverage": float(ok.mean()), "width": float(np.mean(hi - lo)),
+                "note": f"admitted rows only: {float(ok[joint_group >= 0.5].mean()) if (joint_group >= .5).any() else float('nan'):.3f}"})
     return out
+
+
+MIXTURE = (  # category share, p_cold range, p_hint range: learnable environments form a cluster here
+    (0.3, (0.5, 1.0), (0.5, 1.0)), (0.3, (0.0, 0.1), (0.0, 0.2)), (0.3, (0.0, 0.2), (0.55, 1.0)),
+    (0.1, (0.15, 0.35), (0.35, 0.65)))
+
+
+def admission_mixture_rows(rows_per_warehouse: int, seeds: int, reps: int = 20) -> dict:
+    """Admission on a generator where learnable (environment, learner) rows are a cluster, as in the simulation
+    (wasted / noise / learnable / borderline), through core.training_set's estimator; one prior per warehouse."""
+    from envduels_dagster.core.stats import admits
+    from envduels_dagster.core.stats.joint_admission import (fit_joint_prior, joint_learnable_probability,
+                                                             joint_lift_interval)
+
+    tot = dict(admitted=0, false=0, expected=0.0, rule=0, rule_false=0, learnable=0, covered=0, rows=0)
+    for rep in range(reps):
+        rng = np.random.default_rng(1000 * seeds + rep)
+        k = rng.choice(len(MIXTURE), rows_per_warehouse, p=[m[0] for m in MIXTURE])
+        pc = np.array([rng.uniform(*MIXTURE[i][1]) for i in k])
+        ph = np.array([rng.uniform(*MIXTURE[i][2]) for i in k])
+        ph = np.where(k == 0, np.maximum(ph, pc), ph)
+        n = np.full(rows_per_warehouse, float(seeds))
+        c, h = rng.binomial(seeds, pc).astype(float), rng.binomial(seeds, ph).astype(float)
+        truth = (pc <= 0.25) & (ph >= 0.5)
+        prior = fit_joint_prior(c, h, n)
+        p = joint_learnable_probability(prior, c, h, n)
+        lo, hi = joint_lift_interval(prior, c, h, n)
+        a, rule = p >= 0.5, np.asarray(admits(c / n, h / n), dtype=bool)
+        tot["admitted"] += int(a.sum()); tot["false"] += int((~truth[a]).sum()); tot["expected"] += float((1 - p[a]).sum())
+        tot["rule"] += int(rule.sum()); tot["rule_false"] += int((~truth[rule]).sum()); tot["learnable"] += int(truth.sum())
+        tot["covered"] += int(covered(lo, hi, ph - pc).sum()); tot["rows"] += rows_per_warehouse
+    return tot
 
 
 def build_warehouse(db: Path, episodes: pd.DataFrame) -> None:
@@ -223,7 +274,19 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--admission-only", action="store_true", help="only the admission mixture table (fast)")
     args = parser.parse_args()
+    print("admission on the mixture generator (20 warehouses each; P(learnable) >= 0.5, joint prior per warehouse):")
+    for rows in (60, 200, 900):
+        for seeds in (4, 8):
+            t = admission_mixture_rows(rows, seeds)
+            print(f"  {rows:4d} rows x {seeds} seeds: admitted {t['admitted']}, false share "
+                  f"{t['false'] / max(t['admitted'], 1):.3f}, expected {t['expected'] / max(t['admitted'], 1):.3f}; "
+                  f"fixed rule admitted {t['rule']}, false share {t['rule_false'] / max(t['rule'], 1):.3f}; "
+                  f"truly learnable {t['learnable']}; lift interval coverage {t['covered'] / t['rows']:.3f} "
+                  f"(n = {t['rows']})", flush=True)
+    if args.admission_only:
+        return 0
     workdir = Path(tempfile.mkdtemp(prefix="envduels-calibration-"))
     try:
         rows = [r for envs in args.envs for r in one_size(envs, args.groups, args.seeds, args.n_boot, workdir,

@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_import)
 
     p = add("demo", help="run the whole pipeline on the simulated models through Dagster")
-    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=3)
+    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=10)
     p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=4)
     p.set_defaults(func=_cmd_demo)
 

@@ -170,7 +170,7 @@ def author_value_answer(database: str) -> str:
     return "\n".join(lines + [f"  {line}" for line in value_summary(table, mix)])
 
 
-def run_demo(envs_per_author: int = 3, seeds: int = 4) -> int:
+def run_demo(envs_per_author: int = 10, seeds: int = 4) -> int:
     import dagster as dg
 
     from envduels_dagster.definitions import build_resources

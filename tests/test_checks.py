@@ -104,7 +104,20 @@ def build_warehouse(path: Path, registry: Path) -> None:
             "learner": "bob", "env_id": "alice.r0.0", "author": "alice", "domain": env["domain"],
             "class_name": env["class_name"], "max_turns": 6, "source_sha256": env["source_sha256"],
             "hint": env["hint"], "benchmark_seeds": SEEDS, "n_seeds": 2, "p_cold": 0.0, "p_hint": 1.0,
-            "lift": 1.0, "lift_lower": 1.0, "lift_upper": 1.0, "rank": 1}]))
+            "lift": 1.0, "lift_lower": 0.2, "lift_upper": 1.0, "rank": 1, "p_learnable": HAND_P_LEARNABLE,
+            "admission_method": "rule", "admission_threshold": None, "cold_ceiling": 0.25, "prior_rows": 2}]))
+
+
+# bob on alice.r0.0 (0/2 cold, 2/2 hinted) under the joint prior fitted on the two peer rows
+# (alice on bob.r0.0: 1/1 cold, 1/1 hinted on its one matched seed): the value the probability checks re-derive.
+def _hand_p_learnable() -> float:
+    from envduels_dagster.core.stats import joint_admission as ja
+
+    prior = ja.fit_joint_prior([0, 1], [2, 1], [2, 1])
+    return float(ja.joint_learnable_probability(prior, [0], [2], [2])[0])
+
+
+HAND_P_LEARNABLE = _hand_p_learnable()
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +154,8 @@ def run_suite(conn, suite: str, template=None, **kw) -> dict[str, dg.AssetCheckR
     elif suite == "pair_lift":
         results = evaluate_pair_lift(conn, min_matched=kw.get("min_matched", 1))
     else:
-        results = evaluate_training_set(conn, kw.get("learner", "bob"), include_self=kw.get("include_self", False))
+        results = evaluate_training_set(conn, kw.get("learner", "bob"), include_self=kw.get("include_self", False),
+                                        method=kw.get("method", "rule"), threshold=kw.get("threshold", 0.5))
     return {r.check_name: r for r in results}
 
 
@@ -152,7 +166,8 @@ def failing(results: dict[str, dg.AssetCheckResult]) -> set[str]:
 def test_clean_handbuilt_warehouse_passes_every_check(wh, template):
     for suite, kw in [("registry", {}), ("environments", {"author": "alice"}), ("environments", {"author": "bob"}),
                       *[("episodes", {"author": a, "solver": s}) for a in ("alice", "bob") for s in ("alice", "bob")],
-                      ("pair_lift", {}), ("training", {"learner": "bob"}), ("training", {"learner": "alice"})]:
+                      ("pair_lift", {}), ("training", {"learner": "bob"}), ("training", {"learner": "alice"}),
+                      ("training", {"learner": "bob", "method": "probability", "threshold": 0.1})]:
         results = run_suite(wh, suite, template, **kw)
         assert not failing(results), (suite, kw, {n: r.description for n, r in results.items() if not r.passed})
     # metadata reads well: statistics, an expectation table, the suite and the partition
@@ -239,6 +254,14 @@ CORRUPTIONS = [
      "e.g. [env_id=alice.r0.0, observed_p_cold=0.5]", {}),
     ("training", "rows_meet_learner_filter", "UPDATE training_set SET p_hint = 0.25",
      "recorded p_hint >= training_min_hint (0.5): 1 of 1 rows violate it, e.g. [env_id=alice.r0.0, p_hint=0.25]", {}),
+    ("training", "rows_meet_learner_filter", "UPDATE training_set SET lift_lower = lift_upper",
+     "lift_lower < lift_upper (a real, ordered interval): 1 of 1 rows violate it", {}),
+    ("training", "rows_meet_learner_filter", "UPDATE training_set SET p_learnable = 0.99",
+     "recorded p_learnable equals the one recomputed from the episodes: 1 of 1 rows violate it",
+     {"method": "probability", "threshold": 0.1}),
+    ("training", "rows_meet_learner_filter", "SELECT 1",
+     "P(learnable) recomputed from the episodes >= training_admission_threshold (0.99): 1 of 1 rows violate it",
+     {"method": "probability", "threshold": 0.99}),
     ("training", "no_duplicate_environments", "INSERT INTO training_set SELECT * REPLACE (2 AS rank) FROM training_set",
      "each environment appears once in the learner's set: 2 of 2 rows violate it, e.g. [env_id=alice.r0.0]", {}),
     ("training", "no_self_authored_environments",
@@ -346,7 +369,7 @@ def test_pair_lift_kept_per_round_is_recomputed_per_round(wh, template):
 # Blocking: a bad training set stops the downstream step of the same run.
 # ---------------------------------------------------------------------------------------------
 
-BLOCKING = {c[1]: c[2] for c in CORRUPTIONS if c[0] == "training"}
+BLOCKING = {c[1]: c[2] for c in CORRUPTIONS if c[0] == "training" and not c[4]}
 TRAINING_PARTITIONS = next(iter(training_set_checks.check_specs)).partitions_def
 
 
@@ -383,7 +406,8 @@ def test_blocking_training_checks_stop_publication(template, tmp_path, check):
     register_models(instance, ["alice", "bob"])
     result = dg.materialize(
         [_training_writer(BLOCKING.get(check)), _publisher(export), training_set_checks], instance=instance,
-        resources={"warehouse": DuckDBResource(database=str(path)), "settings": DuelSettings()},
+        resources={"warehouse": DuckDBResource(database=str(path)),
+                   "settings": DuelSettings(training_admission="rule")},
         partition_key="bob", raise_on_error=False)
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}

@@ -20,10 +20,11 @@ def sim_profile(model: str) -> str | None:
 
 
 def sim_skill_ranks(models: Iterable[tuple[str, str]], rank_by_profile: Mapping[str, int]) -> dict[str, int]:
-    """Documented skill rank of each (name, model string) served by a known simulated profile."""
+    """Documented skill rank of each (name, model string) served by a known simulated profile (an author
+    style after ``@`` changes authoring only, not the skill rank)."""
     out = {}
     for name, model in models:
-        profile = sim_profile(model)
+        profile = (sim_profile(model) or "").partition("@")[0] or None
         if profile in rank_by_profile:
             out[name] = rank_by_profile[profile]
     return out

@@ -5,6 +5,13 @@ supersession, the training rule, per-environment lift intervals, provenance colu
 is domain logic that must be testable without Dagster, and the same function must
 serve any caller (asset, notebook, CLI). The rule itself (learnable = fails cold,
 passes hinted) is defined once, in ``core.stats``; this module only applies it.
+
+Two admission methods (``TrainingRule.method``): ``probability`` (default) admits an environment when
+the posterior probability that it is learnable for the learner (true p_cold <= ``cold_ceiling`` and
+true p_hint >= ``min_hint``) reaches ``threshold``, under a joint prior of the two rates fitted on every
+learner's peer rows of the warehouse (``core.stats.joint_admission``; measured in docs/STATISTICS.md);
+``rule`` keeps the fixed rule on observed rates (p_cold <= ``max_cold``, p_hint >= ``min_hint``). Either
+way each row carries the posterior interval of its lift, never a zero-width one.
 """
 
 from __future__ import annotations
@@ -13,25 +20,45 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from envduels_dagster.core.stats import cluster_bootstrap_mean, env_solver_stats, matched_seeds, training_candidates
+import numpy as np
+
+from envduels_dagster.core.stats import admits, env_solver_stats
+from envduels_dagster.core.stats import joint_admission as ja
 
 COLUMNS = ["learner", "env_id", "author", "domain", "class_name", "max_turns", "source_sha256", "hint",
-           "benchmark_seeds", "n_seeds", "p_cold", "p_hint", "lift", "lift_lower", "lift_upper", "rank"]
+           "benchmark_seeds", "n_seeds", "p_cold", "p_hint", "lift", "lift_lower", "lift_upper", "rank",
+           "p_learnable", "admission_method", "admission_threshold", "cold_ceiling", "prior_rows"]
+METHODS = ("probability", "rule")
 
 
 @dataclass(frozen=True)
 class TrainingRule:
-    """Admission thresholds: fail at most ``max_cold`` cold, pass at least ``min_hint`` hinted."""
+    """Admission: ``method`` "probability" (P(learnable) >= ``threshold``, learnable meaning true p_cold <=
+    ``cold_ceiling`` and true p_hint >= ``min_hint``) or "rule" (observed p_cold <= ``max_cold`` and observed
+    p_hint >= ``min_hint``)."""
 
     max_cold: float = 0.0
     min_hint: float = 0.5
     include_self_authored: bool = False
+    method: str = "probability"
+    threshold: float = 0.5
+    cold_ceiling: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"TrainingRule.method {self.method!r}: expected one of {', '.join(METHODS)}")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"TrainingRule.threshold {self.threshold!r}: expected a probability in (0, 1]")
 
 
 @dataclass(frozen=True)
 class TrainingSet:
     rows: pd.DataFrame  # COLUMNS, ranked by lift
     categories: dict[str, int]  # learnable / noise / wasted counts over the learner's peer environments
+    expected_false_admissions: float = float("nan")  # sum of 1 - p_learnable over the rows
+    prior_rows: int = 0  # (environment, learner) rows the joint prior was fitted on
+    considered: int = 0  # the learner's candidate environments (peer, unless self-authored are included)
+    note: str = ""  # "insufficient data: ..." when the prior rests on too few rows
 
 
 def superseded_env_ids(envs: pd.DataFrame) -> set[str]:
@@ -41,23 +68,46 @@ def superseded_env_ids(envs: pd.DataFrame) -> set[str]:
 
 def build_training_set(learner: str, episodes: pd.DataFrame, envs: pd.DataFrame,
                        rule: TrainingRule = TrainingRule()) -> TrainingSet:
-    """The learner's training rows from its episodes (any author, any round) and the environments table."""
+    """The learner's training rows from the episodes and the environments table.
+
+    ``episodes`` may hold every solver (any author, any round): the other learners' rows only fit the
+    joint prior of the rates; the rows are the learner's."""
     stats = env_solver_stats(episodes[~episodes["env_id"].isin(superseded_env_ids(envs))])
-    picked = training_candidates(stats, learner, rule.max_cold, rule.min_hint, rule.include_self_authored)
-    matched = matched_seeds(episodes)
+    peer = stats[stats["author"] != stats["solver"]]
+    prior = ja.fit_joint_prior(*ja.counts(peer))
+    mine = stats[stats["solver"] == learner]
+    if not rule.include_self_authored:
+        mine = mine[mine["author"] != learner]
+    mine = mine.reset_index(drop=True)
+    cold, hint, n = ja.counts(mine)
+    p_learn = ja.joint_learnable_probability(prior, cold, hint, n, rule.cold_ceiling, rule.min_hint)
+    lower, upper = ja.joint_lift_interval(prior, cold, hint, n)
+    if rule.method == "probability":
+        keep = p_learn >= rule.threshold - 1e-12
+    else:
+        keep = np.asarray(admits(mine["p_cold"].to_numpy(), mine["p_hint"].to_numpy(), rule.max_cold,
+                                 rule.min_hint), dtype=bool)
+    picked = mine.assign(p_learnable=p_learn, lift_lower=lower, lift_upper=upper)[keep]
+    picked = picked.sort_values(["lift", "p_learnable", "env_id"], ascending=[False, False, True])
+    by_id = envs.drop_duplicates("env_id").set_index("env_id")
     rows = []
     for rank, row in enumerate(picked.itertuples(index=False), start=1):
-        env = envs[envs["env_id"] == row.env_id].iloc[0]
-        per_seed = matched[matched["env_id"] == row.env_id]
-        lift, lo, hi = cluster_bootstrap_mean([(per_seed["y_hint"] - per_seed["y_cold"]).to_numpy()])
+        env = by_id.loc[row.env_id]
         rows.append({"learner": learner, "env_id": row.env_id, "author": row.author, "domain": env["domain"],
                      "class_name": env["class_name"], "max_turns": int(env["max_turns"]),
                      "source_sha256": env["source_sha256"], "hint": env["hint"],
                      "benchmark_seeds": [int(x) for x in env["benchmark_seeds"]], "n_seeds": int(row.n_seeds),
-                     "p_cold": row.p_cold, "p_hint": row.p_hint, "lift": lift, "lift_lower": lo,
-                     "lift_upper": hi, "rank": rank})
-    mine = stats[(stats["solver"] == learner) & (stats["author"] != learner)]
-    return TrainingSet(pd.DataFrame(rows, columns=COLUMNS), mine["category"].value_counts().to_dict())
+                     "p_cold": row.p_cold, "p_hint": row.p_hint, "lift": row.lift,
+                     "lift_lower": float(row.lift_lower), "lift_upper": float(row.lift_upper), "rank": rank,
+                     "p_learnable": float(row.p_learnable), "admission_method": rule.method,
+                     "admission_threshold": rule.threshold if rule.method == "probability" else float("nan"),
+                     "cold_ceiling": rule.cold_ceiling, "prior_rows": prior.n_rows})
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    note = "" if prior.n_rows >= ja.MIN_ROWS else (
+        f"insufficient data: the prior of the rates rests on {prior.n_rows} (environment, learner) rows "
+        f"(calibrated from {ja.MIN_ROWS}); p_learnable leans on the uniform prior")
+    categories = mine.loc[mine["author"] != learner, "category"].value_counts().to_dict()
+    return TrainingSet(df, categories, float((1.0 - df["p_learnable"]).sum()), prior.n_rows, len(mine), note)
 
 
 async def first_observations(source: str, class_name: str, max_turns: int, seeds: list[int],

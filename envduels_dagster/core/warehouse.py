@@ -59,7 +59,8 @@ SCHEMA = {
     "training_set": """
         learner VARCHAR, env_id VARCHAR, author VARCHAR, domain VARCHAR, class_name VARCHAR, max_turns INTEGER,
         source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds UBIGINT[], n_seeds INTEGER, p_cold DOUBLE,
-        p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE, rank INTEGER""",
+        p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE, rank INTEGER, p_learnable DOUBLE,
+        admission_method VARCHAR, admission_threshold DOUBLE, cold_ceiling DOUBLE, prior_rows INTEGER""",
 }
 
 # Values given to rows written before a column existed (everything before rounds was round 0).

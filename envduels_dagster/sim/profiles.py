@@ -1,7 +1,18 @@
 """Skill profiles of the simulated models.
 
-Solver skill and authoring style are set independently, as the EnvDuels paper
-observes for real models (the best solvers are rarely the best authors).
+Why documented knob by knob: the simulation decides what the pipeline can find. In the five
+default profiles the author knobs are NOT independent of solver skill: hint_quality rises as skill
+falls (Spearman -0.7 against the solver order), difficulty rises with skill (+1.0) and feedback_gain
+falls with it (-1.0, "weaker models adapt more"), so role separation and the skill-improvement
+correlation of the demo are built in, not discovered; and every author renders the same family
+templates (sim/families.py), so cross-author design clusters are guaranteed. They stay as they are
+because the demo is meant to show every figure with a visible effect (a positive control).
+
+To make each author parameter independent of solver skill, name a profile ``<solver>@<style>``:
+the solver knobs of ``<solver>``, the author knobs of ``<style>`` (another profile's name, or one of
+AUTHOR_STYLES). ``tests/registries/negative_control.yaml`` gives every model the ``neutral`` style:
+authoring is then identical across models, so no role separation and no skill-improvement
+correlation exist to be found (tests/test_controls.py).
 
 Solver knobs (all act on *how* the model plays, never on outcomes):
   precision      chance of choosing the best move its strategy knows (else a random legal one)
@@ -24,7 +35,7 @@ Author knobs:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -72,8 +83,39 @@ PROFILES: dict[str, SimProfile] = {
 }
 
 
-def get_profile(name: str) -> SimProfile:
+AUTHOR_KNOBS = ("difficulty", "hint_quality", "sloppiness", "families", "feedback_gain")
+
+# Author styles that belong to no solver. ``neutral``: the mean of the default profiles' knobs, the
+# families in one order: every model writing with it authors the same distribution of environments.
+AUTHOR_STYLES: dict[str, dict] = {
+    "neutral": {"difficulty": 0.58, "hint_quality": 0.72, "sloppiness": 0.136,
+                "families": ("guess", "sequence", "maze", "codelock"), "feedback_gain": 0.6},
+}
+
+
+def author_style(name: str) -> dict:
+    """The author knobs of a style (AUTHOR_STYLES) or of a profile (PROFILES)."""
+    if name in AUTHOR_STYLES:
+        return dict(AUTHOR_STYLES[name])
+    if name in PROFILES:
+        return {k: getattr(PROFILES[name], k) for k in AUTHOR_KNOBS}
+    raise KeyError(f"unknown author style {name!r}; known: {', '.join([*AUTHOR_STYLES, *PROFILES])}")
+
+
+def is_known(name: str) -> bool:
     try:
-        return PROFILES[name]
+        get_profile(name)
     except KeyError:
-        raise KeyError(f"unknown simulated profile {name!r}; known: {', '.join(PROFILES)}") from None
+        return False
+    return True
+
+
+def get_profile(name: str) -> SimProfile:
+    """``oracle`` (a default profile) or ``oracle@neutral`` (oracle's solver knobs, neutral's author knobs)."""
+    solver, _, style = name.partition("@")
+    try:
+        base = PROFILES[solver]
+    except KeyError:
+        raise KeyError(f"unknown simulated profile {name!r}; known: {', '.join(PROFILES)} "
+                       f"(optionally @<author style>)") from None
+    return replace(base, name=name, **author_style(style)) if style else base

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from envduels_dagster.core.models.types import BackendCall, BackendOptions, Completion
 from envduels_dagster.sim.model import SimulatedModel, estimate_usage
-from envduels_dagster.sim.profiles import PROFILES
+from envduels_dagster.sim.profiles import PROFILES, is_known
 
 if TYPE_CHECKING:
     from envduels_dagster.core.registry import ModelEntry
@@ -33,7 +33,7 @@ class SimBackend:
     @staticmethod
     def check_model(model: str) -> None:
         profile = profile_for_model_string(model)
-        if profile not in PROFILES:
+        if not is_known(profile):
             raise ValueError(f"unknown simulated profile {profile!r}; known: {', '.join(PROFILES)}")
 
     async def complete(self, entry: ModelEntry, call: BackendCall) -> Completion:

@@ -6,6 +6,7 @@ import os
 import dagster as dg
 
 from envduels_dagster.assets.authoring.checks import make_environments_checks
+from envduels_dagster.assets.checking.results import make_result_checks
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.duels.checks import make_episodes_checks
 from envduels_dagster.assets.rounds.assets import authoring_progress, round_assets
@@ -22,4 +23,5 @@ def defs(rounds: int | None = None) -> dg.Definitions:
     assets = round_assets(duel_episodes, rounds)
     checks = [make_environments_checks(hardened, r) for r, hardened in enumerate(assets[0::2], start=1)]
     checks += [make_episodes_checks(pairs, r) for r, pairs in enumerate(assets[1::2], start=1)]
+    checks.append(make_result_checks("authoring_progress"))
     return dg.Definitions(assets=[*assets, authoring_progress], asset_checks=checks, jobs=round_jobs(rounds))

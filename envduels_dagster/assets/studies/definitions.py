@@ -2,9 +2,11 @@
 
 import dagster as dg
 
+from envduels_dagster.assets.checking.results import make_result_checks
 from envduels_dagster.assets.studies.assets import lift_learning
 from envduels_dagster.assets.studies.jobs import studies_job
 
 
 def defs() -> dg.Definitions:
-    return dg.Definitions(assets=[lift_learning], jobs=[studies_job])
+    return dg.Definitions(assets=[lift_learning], asset_checks=[make_result_checks("lift_learning")],
+                          jobs=[studies_job])

@@ -22,11 +22,12 @@ from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, tab
     partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver)],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
-    io_manager_key=PUBLISHED_IO_MANAGER_KEY, code_version="1",
-    description="Training set for one learner (partition): environments it fails cold and passes hinted "
-                "(configurable rule), ranked by lift, with provenance. Table `training_set`; published as a "
-                "read-only snapshot $ENVDUELS_HOME/published/training_set/<learner>.parquet (load it with "
-                "`load_asset_value` or `envduels_dagster.consumer`). Its data version is a hash of the rows.",
+    io_manager_key=PUBLISHED_IO_MANAGER_KEY, code_version="2",
+    description="Training set for one learner (partition): environments whose posterior probability of being "
+                "learnable (fails cold, passes hinted) reaches DuelSettings.training_admission_threshold (or the "
+                "fixed rule), ranked by lift, with a posterior lift interval and provenance. Table `training_set`; "
+                "published as a read-only snapshot $ENVDUELS_HOME/published/training_set/<learner>.parquet (load "
+                "it with `load_asset_value` or `envduels_dagster.consumer`). Its data version is a hash of the rows.",
 )
 def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, warehouse: DuckDBResource):
     from envduels_dagster.core.publication import content_version
@@ -35,10 +36,11 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
 
     learner = context.partition_key
     with warehouse.get_connection() as conn:
-        episodes = read_table(conn, "episodes", {"solver": learner})
+        episodes = read_table(conn, "episodes")  # every learner's rows fit the prior of the rates
         envs = read_table(conn, "environments")
     rule = TrainingRule(settings.training_max_cold, settings.training_min_hint,
-                        settings.training_include_self_authored)
+                        settings.training_include_self_authored, settings.training_admission,
+                        settings.training_admission_threshold, settings.training_cold_ceiling)
     built = build_training_set(learner, episodes, envs, rule)
     df = built.rows
     with warehouse.get_connection() as conn:
@@ -49,13 +51,23 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
         return dg.Output(df, data_version=dg.DataVersion(content_version(df)), metadata={
             **table_metadata("training_set"),  # row count and column schema: added by the IO manager
             "num_rows": len(df),
+            "admission": dg.MetadataValue.md(
+                f"{rule.method}: P(true p_cold <= {rule.cold_ceiling:g} and true p_hint >= {rule.min_hint:g}) >= "
+                f"{rule.threshold:g}" if rule.method == "probability" else
+                f"rule: observed p_cold <= {rule.max_cold:g} and p_hint >= {rule.min_hint:g}"),
+            "expected_false_admissions": float(round(built.expected_false_admissions, 3)),
+            "candidates": built.considered,
+            "prior_rows": built.prior_rows,
+            "admission_note": built.note or "prior fitted on enough rows (calibration: docs/STATISTICS.md)",
             "rounds used": "each lineage's newest valid version, any round (a kept copy replaces its parent: "
                            "one environment counts once)",
             "categories": dg.MetadataValue.json(built.categories),
             "excluded": dg.MetadataValue.md(
-                "noise: fails even with the hint; wasted: passes cold; plus learnable environments below the "
-                f"hinted threshold ({settings.training_min_hint:.0%}) and, unless configured, its own environments."),
-            "environments": dg.MetadataValue.md(markdown_table(df[["rank", "env_id", "author", "p_cold", "p_hint"]])),
+                "noise: fails even with the hint; wasted: passes cold; plus environments below the admission "
+                "threshold and, unless configured, its own environments."),
+            "environments": dg.MetadataValue.md(markdown_table(
+                df[["rank", "env_id", "author", "n_seeds", "p_cold", "p_hint", "p_learnable", "lift_lower",
+                    "lift_upper"]])),
         })
 
 

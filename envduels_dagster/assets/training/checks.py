@@ -2,7 +2,11 @@
 
 A failure stops every downstream step in the same run, so a bad training set is
 never published. The learner's filter is re-derived from the ``episodes`` table
-(completed, matched seeds only), independently of the code that built the set.
+(completed, matched seeds only, in SQL), independently of the code that built the set.
+Under the "probability" admission the check refits the joint prior from those SQL counts
+of every learner (the estimator is shared, ``core.stats.joint_admission``; the data path
+is not) and requires the recomputed P(learnable) to reach the threshold and to equal the
+recorded one; every row must carry a real (non-zero-width) lift interval.
 
 The export checks are about file integrity, not a table, so no great-expectations
 suite there: the published ``latest`` export must verify against its SHA256SUMS and
@@ -26,8 +30,10 @@ PARTITIONS = training_set.partitions_def  # the check is partitioned exactly lik
 TOLERANCE = 1e-9
 
 CHECKS = {
-    "rows_meet_learner_filter": "Every row meets its learner's filter (DuelSettings.training_max_cold / "
-                                "training_min_hint), both as recorded and as recomputed from the episodes.",
+    "rows_meet_learner_filter": "Every row meets its learner's admission (DuelSettings.training_admission: "
+                                "P(learnable) >= training_admission_threshold, or the fixed rule "
+                                "training_max_cold / training_min_hint), as recorded and as recomputed from "
+                                "the episodes; its lift interval is real and ordered.",
     "no_duplicate_environments": "No environment appears twice in a learner's set; rows belong to the partition.",
     "no_self_authored_environments": "No environment authored by its learner, unless "
                                      "DuelSettings.training_include_self_authored.",
@@ -37,7 +43,40 @@ CHECKS = {
 NAMES = list(CHECKS)
 
 
-def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_self: bool) -> list[Frame]:
+def recomputed_probability(conn, episodes: str, envs: str, ts, learner: str, min_hint: float,
+                           cold_ceiling: float):
+    """P(learnable) of each ``ts`` row from SQL counts of every learner's peer rows (superseded excluded)."""
+    import numpy as np
+    import pandas as pd
+
+    from envduels_dagster.core.stats import joint_admission as ja
+
+    counts = query(conn, f"""
+        WITH superseded AS (SELECT DISTINCT parent_env_id AS env_id FROM {envs}
+                            WHERE valid AND parent_env_id IS NOT NULL),
+        done AS (SELECT env_id, author, solver, seed, condition, (status = 'success')::DOUBLE AS y FROM {episodes}
+                 WHERE status <> 'incomplete' AND env_id NOT IN (SELECT env_id FROM superseded)),
+        matched AS (SELECT env_id, author, solver, seed,
+                           max(y) FILTER (WHERE condition = 'cold') AS y_cold,
+                           max(y) FILTER (WHERE condition = 'hinted') AS y_hint
+                    FROM done GROUP BY env_id, author, solver, seed
+                    HAVING count(*) FILTER (WHERE condition = 'cold') > 0
+                       AND count(*) FILTER (WHERE condition = 'hinted') > 0)
+        SELECT env_id, author, solver, sum(y_cold) AS k_cold, sum(y_hint) AS k_hint, count(*) AS n
+        FROM matched GROUP BY env_id, author, solver ORDER BY env_id, solver""")
+    peer = counts[counts["author"] != counts["solver"]]
+    prior = ja.fit_joint_prior(peer["k_cold"], peer["k_hint"], peer["n"])
+    mine = counts[counts["solver"] == learner].set_index("env_id").reindex(ts["env_id"])
+    have = mine["n"].notna().to_numpy()
+    out = np.full(len(ts), np.nan)
+    if have.any():
+        m = mine[have]
+        out[have] = ja.joint_learnable_probability(prior, m["k_cold"], m["k_hint"], m["n"], cold_ceiling, min_hint)
+    return pd.Series(out, index=ts.index)
+
+
+def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_self: bool,
+                method: str = "rule", threshold: float = 0.5, cold_ceiling: float = 0.25) -> list[Frame]:
     cat = Catalog(conn)
     table = cat.table("training_set")
     if table is None:
@@ -69,27 +108,53 @@ def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_se
                    any_value(source_sha256) AS env_source_sha256, any_value(hint) AS env_hint
             FROM {envs} WHERE env_id IN (SELECT env_id FROM ts) GROUP BY env_id)
         SELECT ts.learner, ts.env_id, ts.author, ts.source_sha256, ts.hint, ts.n_seeds, ts.p_cold, ts.p_hint,
-               ts.rank, o.observed_p_cold, o.observed_p_hint, o.observed_n_seeds,
+               ts.rank, ts.lift_lower, ts.lift_upper, ts.p_learnable, o.observed_p_cold, o.observed_p_hint, o.observed_n_seeds,
                coalesce(e.env_valid, FALSE) AS env_valid, e.env_author, e.env_source_sha256, e.env_hint
         FROM ts LEFT JOIN observed o USING (env_id) LEFT JOIN env e USING (env_id)
         ORDER BY ts.rank, ts.env_id""", [learner, learner])
     df["hint_matches"] = (df["hint"].fillna("\0") == df["env_hint"].fillna("\1"))
-
+    df["interval_width"] = df["lift_upper"].astype(float) - df["lift_lower"].astype(float)
+    interval_rules = [
+        Rule("rows_meet_learner_filter", "ExpectColumnValuesToNotBeNull", {"column": c}, f"{c} is set")
+        for c in ("lift_lower", "lift_upper")] + [
+        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+             {"column": c, "min_value": -1, "max_value": 1}, f"{c} is in [-1, 1]") for c in ("lift_lower", "lift_upper")
+    ] + [Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+              {"column": "interval_width", "min_value": 1e-6}, "lift_lower < lift_upper (a real, ordered interval)")]
+    if method == "probability":
+        df["recomputed_p_learnable"] = recomputed_probability(conn, episodes, envs, df, learner, min_hint,
+                                                              cold_ceiling)
+        df["p_learnable_error"] = (df["p_learnable"].astype(float) - df["recomputed_p_learnable"]).abs()
+        filter_rules = [
+            Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+                 {"column": "p_learnable", "min_value": threshold - TOLERANCE, "max_value": 1 + TOLERANCE},
+                 f"recorded p_learnable >= training_admission_threshold ({threshold:g})"),
+            Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+                 {"column": "recomputed_p_learnable", "min_value": threshold - 1e-6},
+                 f"P(learnable) recomputed from the episodes >= training_admission_threshold ({threshold:g})"),
+            Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+                 {"column": "p_learnable_error", "max_value": 1e-6},
+                 "recorded p_learnable equals the one recomputed from the episodes"),
+        ]
+    else:
+        filter_rules = [
+            Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+                 {"column": "p_cold", "min_value": 0, "max_value": max_cold},
+                 f"recorded p_cold <= training_max_cold ({max_cold:g})"),
+            Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+                 {"column": "p_hint", "min_value": min_hint, "max_value": 1},
+                 f"recorded p_hint >= training_min_hint ({min_hint:g})"),
+            Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+                 {"column": "observed_p_cold", "max_value": max_cold + TOLERANCE},
+                 f"p_cold recomputed from episodes <= training_max_cold ({max_cold:g})"),
+            Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+                 {"column": "observed_p_hint", "min_value": min_hint - TOLERANCE},
+                 f"p_hint recomputed from episodes >= training_min_hint ({min_hint:g})"),
+        ]
     rules = [
-        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
-             {"column": "p_cold", "min_value": 0, "max_value": max_cold},
-             f"recorded p_cold <= training_max_cold ({max_cold:g})"),
-        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
-             {"column": "p_hint", "min_value": min_hint, "max_value": 1},
-             f"recorded p_hint >= training_min_hint ({min_hint:g})"),
         Rule("rows_meet_learner_filter", "ExpectColumnValuesToNotBeNull", {"column": "observed_p_cold"},
              "the learner has completed, matched episodes on the environment"),
-        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
-             {"column": "observed_p_cold", "max_value": max_cold + TOLERANCE},
-             f"p_cold recomputed from episodes <= training_max_cold ({max_cold:g})"),
-        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
-             {"column": "observed_p_hint", "min_value": min_hint - TOLERANCE},
-             f"p_hint recomputed from episodes >= training_min_hint ({min_hint:g})"),
+        *filter_rules, *interval_rules,
         Rule("no_duplicate_environments", "ExpectColumnValuesToNotBeNull", {"column": "env_id"}, "env_id is set"),
         Rule("no_duplicate_environments", "ExpectColumnValuesToBeUnique", {"column": "env_id"},
              "each environment appears once in the learner's set"),
@@ -122,9 +187,11 @@ def validate_frames(frames, learner: str) -> list[dg.AssetCheckResult]:
 
 
 def evaluate_training_set(conn, learner: str, max_cold: float = 0.0, min_hint: float = 0.5,
-                          include_self: bool = False) -> list[dg.AssetCheckResult]:
+                          include_self: bool = False, method: str = "rule", threshold: float = 0.5,
+                          cold_ceiling: float = 0.25) -> list[dg.AssetCheckResult]:
     """Validate one learner's training set against the episodes and environments tables."""
-    return validate_frames(load_or_error(load_frames, conn, learner, max_cold, min_hint, include_self), learner)
+    return validate_frames(load_or_error(load_frames, conn, learner, max_cold, min_hint, include_self, method,
+                                         threshold, cold_ceiling), learner)
 
 
 @dg.multi_asset_check(
@@ -134,7 +201,8 @@ def evaluate_training_set(conn, learner: str, max_cold: float = 0.0, min_hint: f
 )
 def training_set_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource, settings: DuelSettings):
     learner = partition_keys(context)["key"]
-    args = (learner, settings.training_max_cold, settings.training_min_hint, settings.training_include_self_authored)
+    args = (learner, settings.training_max_cold, settings.training_min_hint, settings.training_include_self_authored,
+            settings.training_admission, settings.training_admission_threshold, settings.training_cold_ceiling)
     with warehouse.get_connection() as conn:  # read, then release the file before validating
         frames = load_or_error(load_frames, conn, *args)
     yield from validate_frames(frames, learner)

@@ -1,0 +1,65 @@
+"""Data checks of the four Python result assets: ``rankings``, ``design_convergence``, ``authoring_progress``,
+``lift_learning``.
+
+Why: these tables reach the UI and the paper's figures, and they had no checks. The rules live in
+``core/result_checks.py`` (tested on bad tables); here each check reads its table and reports the
+problems. Not blocking: nothing downstream consumes these tables, but a failure is an ERROR in the UI.
+"""
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.checking.catalog import Catalog, spec
+
+DESCRIPTIONS = {
+    "ranks_within_1_to_n": "Every rank and rank bound is within 1..n (n = models ranked).",
+    "intervals_ordered": "Every interval has lower <= upper, both bounds or neither, and never a bound without "
+                         "its estimate.",
+    "no_nan_published": "No NaN where a number is published (scores, strengths, p-values, changes); "
+                        "a withheld interval gives its reason.",
+    "sample_sizes_reported": "The sample sizes behind the figures are present and plausible.",
+}
+NAMES = {
+    "rankings": ["ranks_within_1_to_n", "intervals_ordered", "no_nan_published", "sample_sizes_reported"],
+    "design_convergence": ["intervals_ordered", "no_nan_published", "sample_sizes_reported"],
+    "authoring_progress": ["intervals_ordered", "no_nan_published", "sample_sizes_reported"],
+    "lift_learning": ["no_nan_published", "sample_sizes_reported"],
+}
+
+
+def results_for(asset: str, conn) -> list[dg.AssetCheckResult]:
+    """Evaluate the checks of ``asset`` on the warehouse behind ``conn`` (a missing table fails them all)."""
+    from envduels_dagster.core import result_checks as rc
+
+    cat = Catalog(conn)
+    key = dg.AssetKey(asset)
+    tables = {"rankings": ["rankings", "rankings_summary"]}.get(asset, [asset])
+    names = [cat.table(t) for t in tables]
+    if any(n is None for n in names):
+        missing = tables[names.index(None)]
+        return [dg.AssetCheckResult(asset_key=key, check_name=c, passed=False,
+                                    description=f"table {missing} is missing: materialize {asset}")
+                for c in NAMES[asset]]
+    frames = [conn.execute(f"SELECT * FROM {n}").df() for n in names]
+    problems = {"rankings": rc.rankings_problems, "design_convergence": rc.design_convergence_problems,
+                "authoring_progress": rc.authoring_progress_problems,
+                "lift_learning": rc.lift_learning_problems}[asset](*frames)
+    return [dg.AssetCheckResult(asset_key=key, check_name=c, passed=not problems[c],
+                                severity=dg.AssetCheckSeverity.ERROR,
+                                description="; ".join(problems[c])[:2000] or "ok",
+                                metadata={"rows": len(frames[0]), "problems": len(problems[c])})
+            for c in NAMES[asset]]
+
+
+def make_result_checks(asset: str) -> dg.AssetChecksDefinition:
+    @dg.multi_asset_check(
+        specs=[spec(c, dg.AssetKey(asset), DESCRIPTIONS[c]) for c in NAMES[asset]],
+        name=f"{asset}_result_checks",
+        description=f"Rules of the published table `{asset}` (core/result_checks.py).",
+    )
+    def _checks(warehouse: DuckDBResource):
+        with warehouse.get_connection() as conn:
+            results = results_for(asset, conn)
+        yield from results
+
+    return _checks
