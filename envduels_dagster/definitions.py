@@ -12,6 +12,7 @@ prepared by ``make install`` / the demo (``assets/marts/project.py``), never by 
 from __future__ import annotations
 
 import functools
+import os
 
 import dagster as dg
 
@@ -36,7 +37,9 @@ def build_resources(**overrides: object) -> dict[str, object]:
     resources: dict[str, object] = {
         "gateway": HomeGatewayResource(),
         "sandbox": SandboxResource(),
-        "settings": DuelSettings(),
+        # ENVDUELS_ENVS_PER_AUTHOR: the size of runs launched by the daemon (the demo passes its own settings)
+        "settings": DuelSettings(**({"envs_per_author": int(n)} if (n := os.environ.get("ENVDUELS_ENVS_PER_AUTHOR"))
+                                    else {})),
         "value_settings": AuthorValueSettings(),
         "warehouse": WarehouseResource(),
         "dbt": dbt_resource(),

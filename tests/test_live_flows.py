@@ -18,6 +18,9 @@ pytestmark = pytest.mark.slow
 
 FIRST, ADDED = ["oracle", "journeyman", "novice"], "expert"
 MART_KEYS = {"pair_lift", "env_solver_stats", "author_scores", "solver_scores", "duels"}
+# Three environments per author and a 10 s sensor tick keep this under a few minutes on 2 cores; the flow
+# is the same at the default size.
+SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SENSOR_INTERVAL_S": "10"}
 
 
 def _table(db, sql: str) -> pd.DataFrame:
@@ -28,11 +31,11 @@ def _table(db, sql: str) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     home = tmp_path_factory.mktemp("live")
-    result = add_model_live(home / "live", FIRST, ADDED, quiet_s=40, timeout_s=1200, ENVDUELS_SENSOR_INTERVAL_S="10")
+    result = add_model_live(home / "live", FIRST, ADDED, quiet_s=40, timeout_s=1200, **SMALL)
     scratch = home / "scratch"
     scratch.mkdir()
     write_sim_registry(scratch / "models.yaml", [*FIRST, ADDED])
-    run_demo(live_env(scratch, scratch / "models.yaml"), scratch / "demo.log")
+    run_demo(live_env(scratch, scratch / "models.yaml", **SMALL), scratch / "demo.log")
     return result, home / "live" / "warehouse.duckdb", scratch / "warehouse.duckdb"
 
 

@@ -40,8 +40,10 @@ def live_env(home: Path, registry: Path, **extra: str) -> dict[str, str]:
 
 
 def run_demo(env: dict[str, str], log: Path) -> None:
+    """``envduels demo`` at the size the daemon's runs use (ENVDUELS_ENVS_PER_AUTHOR, if the env sets it)."""
+    size = ["--envs-per-author", env["ENVDUELS_ENVS_PER_AUTHOR"]] if env.get("ENVDUELS_ENVS_PER_AUTHOR") else []
     with open(log, "w") as out:
-        proc = subprocess.run([str(BIN / "envduels"), "demo"], cwd=REPO, env=env, stdout=out,
+        proc = subprocess.run([str(BIN / "envduels"), "demo", *size], cwd=REPO, env=env, stdout=out,
                               stderr=subprocess.STDOUT, timeout=900)
     if proc.returncode != 0:
         raise AssertionError(f"envduels demo failed (rc={proc.returncode}); log: {log}\n{log.read_text()[-3000:]}")
