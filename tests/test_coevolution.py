@@ -13,14 +13,10 @@ import pytest
 from envduels_dagster.assets import authored_environments, duel_episodes
 from envduels_dagster.assets.progress import progress_table
 from envduels_dagster.assets.rounds import round_assets
-from envduels_dagster.core.coevolution import (
-    REDACTED,
-    build_digest_messages,
-    discrimination,
-    paired_change,
-    spearman_with_permutation,
-)
+from envduels_dagster.core.coevolution import REDACTED, build_digest_messages
 from envduels_dagster.core.protocol import EnvironmentSpec
+from envduels_dagster.core.stats import discrimination, spearman_with_permutation
+from envduels_dagster.core.stats import paired_bootstrap as paired_change
 from envduels_dagster.partitions import pair_key, register_models
 from tests.conftest import pipeline_resources, write_registry
 

@@ -26,6 +26,8 @@ from envduels_dagster.core.stats import pair_lift as py_pair_lift
 from envduels_dagster.core.warehouse import ensure_schema
 from tests.test_stats import HAND_PAIRS, HAND_STATS, TRUE_LIFT, episodes, hand_table, seeds
 
+pytestmark = pytest.mark.slow  # one real dbt build (~20-50 s on this machine) serves the module
+
 MARTS = ["env_solver_stats", "pair_lift_bootstrap", "pair_lift", "author_scores", "solver_scores", "duels"]
 N_COVERAGE = 150
 
@@ -65,14 +67,15 @@ class {name}:
 
 
 def tournament() -> pd.DataFrame:
-    """X's environments give every other solver lift 1, Y's lift 0.5, Z's lift 0 (no seed noise)."""
-    hinted = {"X": [1, 1, 1, 1], "Y": [1, 1, 0, 0], "Z": [0, 0, 0, 0]}
+    """X's environments give every other solver lift 1 or 0.75, Y's 0.5 or 0.25, Z's 0.25 or 0 (six
+    environments each, half of each kind): mean lifts 0.875, 0.375, 0.125, decisive and transitive duels."""
+    hinted = {"X": ([1, 1, 1, 1], [1, 1, 1, 0]), "Y": ([1, 1, 0, 0], [1, 0, 0, 0]), "Z": ([1, 0, 0, 0], [0, 0, 0, 0])}
     rows = []
-    for author, h in hinted.items():
-        for e in range(2):
+    for author, kinds in hinted.items():
+        for e in range(6):
             for solver in hinted:
                 if solver != author:
-                    rows += seeds(f"{author}.{e}", author, solver, [0, 0, 0, 0], h)
+                    rows += seeds(f"{author}.{e}", author, solver, [0, 0, 0, 0], kinds[e % 2])
     return episodes(rows)
 
 
@@ -216,7 +219,13 @@ def test_duels_and_rankings_of_a_transitive_tournament(built):
     duels = query(db, "SELECT * FROM duels ORDER BY model_a, model_b")
     assert duels[["model_a", "model_b", "outcome", "winner"]].values.tolist() == [
         ["X", "Y", "a", "X"], ["X", "Z", "a", "X"], ["Y", "Z", "a", "Y"]]
-    assert duels["lift_diff"].tolist() == pytest.approx([0.5, 1.0, 0.5])
+    assert duels["lift_diff"].tolist() == pytest.approx([0.5, 0.75, 0.25])
+    # Welch t over 6 + 6 environments with lifts {1, 0.75} vs {0.5, 0.25}: sd 0.137 each, se 0.079, df 10
+    assert (duels["n_envs_a"].tolist(), duels["n_envs_b"].tolist()) == ([6, 6, 6], [6, 6, 6])
+    assert duels["diff_df"].tolist() == pytest.approx([10.0, 10.0, 10.0])
+    half = 2.2281388520 * np.sqrt(2 * (6 * 0.125 ** 2 / 5) / 6)
+    assert duels["lift_diff_lower"].tolist() == pytest.approx([0.5 - half, 0.75 - half, 0.25 - half])
+    assert duels["interval_reason"].isna().all() and set(duels["decision_control"]) == {"none (each duel at 5%)"}
     ranks = query(db, "SELECT * FROM rankings").set_index("model")
     assert [ranks.loc[m, "bt_rank"] for m in "XYZ"] == [1.0, 2.0, 3.0]
     assert (ranks.loc["X", "duel_wins"], ranks.loc["Z", "duel_losses"]) == (2, 2)
@@ -225,6 +234,9 @@ def test_duels_and_rankings_of_a_transitive_tournament(built):
         assert ok.all(), fig
     summary = query(db, "SELECT * FROM rankings_summary").iloc[0]
     assert (summary.cyclic_triads, summary.kendall_zeta, summary.n_duels) == (0.0, 1.0, 3)
+    assert bool(summary.tournament_complete) and (summary.n_triads, summary.n_triads_complete) == (1, 1)
+    assert bool(summary.bt_converged) and summary.duel_decision_control.startswith("holm")
+    assert summary.n_decisive_duels_holm == 3  # smallest Welch t is 0.25 / 0.079 = 3.2 on 10 df: p = 0.01
 
 
 def test_sql_interval_covers_true_lift(built):
@@ -245,3 +257,68 @@ def test_design_convergence_tables(built):
     # The same maze and lock designs under different names and constants, written by A, X, Y and Z.
     assert sorted(map(tuple, spanning.values.tolist())) == [("A, X, Y, Z", "codelock"), ("A, X, Y, Z", "maze")]
     assert "E3" not in set(clusters["env_id"])  # only valid environments
+
+
+def test_sql_author_and_solver_scores_agree_with_the_python_rankings(built):
+    """The design score (peer discrimination), hint score and solver score are computed twice: in the dbt
+    marts (SQL) and in core.rankings (Python, for the bootstrap). Their point estimates must be equal."""
+    _, db, _ = built
+    ranks = query(db, "SELECT * FROM rankings").set_index("model")
+    authors = query(db, "SELECT * FROM author_scores WHERE n_envs_scored > 0").set_index("author")
+    both = authors.index.intersection(ranks.dropna(subset=["author_score"]).index)
+    assert len(both) >= 4  # A, X, Y, Z and the coverage authors
+    assert authors.loc[both, "hint_score"].to_numpy() == pytest.approx(ranks.loc[both, "author_score"].to_numpy())
+    sql_design, py_design = authors.loc[both, "design_score"], ranks.loc[both, "design_score"]
+    assert (sql_design.isna() == py_design.isna()).all() and sql_design.notna().sum() >= 4
+    assert sql_design.dropna().to_numpy() == pytest.approx(py_design.dropna().to_numpy())
+    solvers = query(db, "SELECT * FROM solver_scores").set_index("solver")
+    ranked = solvers.index.intersection(ranks.dropna(subset=["solver_score"]).index)
+    assert len(ranked) >= 4
+    assert solvers.loc[ranked, "cold_success"].to_numpy() == pytest.approx(ranks.loc[ranked, "solver_score"].to_numpy())
+    assert solvers.loc[ranked, "hinted_success"].to_numpy() == pytest.approx(ranks.loc[ranked, "solver_hinted"].to_numpy())
+
+
+def test_sql_t_intervals_equal_the_python_ones(built):
+    """pair_lift.lift_ci_* and the duels' Welch interval: one method, written in SQL and in core/stats/intervals.py."""
+    from envduels_dagster.core.stats import difference_interval
+
+    _, db, all_episodes = built
+    sql = query(db, "SELECT * FROM pair_lift").set_index(["author", "solver"]).sort_index()
+    py = py_pair_lift(all_episodes, n_boot=10).set_index(["author", "solver"]).loc[sql.index]
+    given = sql["lift_ci_reason"].isna()
+    assert given.sum() >= N_COVERAGE and (~given).sum() == 3  # the coverage pairs; A (2 environments) x A, S, T
+    assert sql["lift_ci_reason"].fillna("").tolist() == py["lift_ci_reason"].fillna("").tolist()
+    for col in ("lift_ci_lower", "lift_ci_upper"):
+        assert sql.loc[given, col].to_numpy() == pytest.approx(py.loc[given, col].to_numpy(), abs=1e-9)
+        assert sql.loc[~given, col].isna().all() and py.loc[~given, col].isna().all()
+    assert sql.loc[("A", "S"), "lift_ci_reason"] == "insufficient data: 2 environments (an interval needs at least 3)"
+    stats = query(db, "SELECT * FROM env_solver_stats WHERE NOT is_self_pair")
+    for d in query(db, "SELECT * FROM duels").itertuples():
+        side = lambda a, s: stats[(stats["author"] == a) & (stats["solver"] == s)]["lift"]  # noqa: E731
+        ci = difference_interval(side(d.model_a, d.model_b), side(d.model_b, d.model_a))
+        assert (d.lift_diff, d.lift_diff_lower, d.lift_diff_upper) == pytest.approx((ci.estimate, ci.lower, ci.upper))
+
+
+def test_sql_t_critical_values_and_minimum_match_python():
+    import re
+
+    import yaml
+    from scipy.stats import t
+
+    from envduels_dagster.assets.marts import DBT_PROJECT_DIR
+    from envduels_dagster.core.stats import MIN_ENVS, t_critical
+
+    macro = (DBT_PROJECT_DIR / "macros" / "t_critical.sql").read_text()
+    listed = macro[macro.index("set table = ["):macro.index("] -%}")]
+    table = [float(x) for x in re.findall(r"\d+\.\d+", listed)]
+    assert len(table) == 100
+    assert table == pytest.approx([t.ppf(0.975, df) for df in range(1, 101)], abs=1e-9)
+    assert t_critical(4.9) == pytest.approx(t.ppf(0.975, 4))  # floored like the SQL
+    project = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())
+    assert project["vars"]["min_envs_for_interval"] == MIN_ENVS
+    with duckdb.connect() as conn:  # the expansion used beyond df 100, evaluated by DuckDB
+        z = 1.959963984540054
+        for df in (101, 150, 1000):
+            sql = (f"SELECT {z} + ({z ** 3 + z}) / (4 * {df}) + ({5 * z ** 5 + 16 * z ** 3 + 3 * z}) / (96 * {df} ^ 2)"
+                   f" + ({3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z}) / (384 * {df} ^ 3)")
+            assert conn.execute(sql).fetchone()[0] == pytest.approx(t.ppf(0.975, df), abs=1e-7)

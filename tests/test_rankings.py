@@ -12,6 +12,8 @@ import pytest
 
 from envduels_dagster.core import convergence as conv
 from envduels_dagster.core import rankings as rk
+from envduels_dagster.core import stats as st
+from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows
 
 # ----------------------------------------------------------------------------------- Bradley-Terry
 
@@ -23,26 +25,26 @@ def test_bradley_terry_recovers_known_strengths():
     The score equations sum_j n_ij p_i/(p_i+p_j) = wins_i then hold exactly at (4, 2, 1).
     """
     wins = np.array([[0, 10, 12], [5, 0, 10], [3, 5, 0]], dtype=float)
-    theta = rk.bradley_terry(wins)
+    theta = st.bradley_terry(wins)
     assert np.exp(theta - theta[2]) == pytest.approx([4.0, 2.0, 1.0], rel=1e-9)
     assert theta.sum() == pytest.approx(0.0, abs=1e-12)
 
 
 def test_bradley_terry_two_players_and_ties():
-    assert np.exp(np.diff(rk.bradley_terry(np.array([[0, 1.0], [3.0, 0]])))[0]) == pytest.approx(3.0)
+    assert np.exp(np.diff(st.bradley_terry(np.array([[0, 1.0], [3.0, 0]])))[0]) == pytest.approx(3.0)
     # Ties count half: 2 wins + 2 ties against 2 ties -> 3 points to 1.
-    assert np.exp(np.diff(rk.bradley_terry(np.array([[0, 1.0], [2.0 + 1.0, 0]])))[0]) == pytest.approx(3.0)
+    assert np.exp(np.diff(st.bradley_terry(np.array([[0, 1.0], [2.0 + 1.0, 0]])))[0]) == pytest.approx(3.0)
     with pytest.raises(ValueError):
-        rk.bradley_terry(np.array([[0, 1.0], [0.0, 0]]))  # a model without a win: no finite MLE
-    theta = rk.bradley_terry(np.array([[0, 1.0], [0.0, 0]]), prior=1.0)  # the prior keeps it finite
+        st.bradley_terry(np.array([[0, 1.0], [0.0, 0]]))  # a model without a win: no finite MLE
+    theta = st.bradley_terry(np.array([[0, 1.0], [0.0, 0]]), prior=1.0)  # the prior keeps it finite
     assert np.exp(theta[0] - theta[1]) == pytest.approx(3.0)  # 1.5 : 0.5 points
 
 
 def test_bradley_terry_from_duel_rows():
     duels = pd.DataFrame({"model_a": ["x", "x", "y"], "model_b": ["y", "z", "z"], "score_a": [1.0, 1.0, 0.5]})
-    wins = rk.wins_matrix(duels, ["x", "y", "z"])
+    wins = st.wins_matrix(duels, ["x", "y", "z"])
     assert wins.tolist() == [[0, 1, 1], [0, 0, 0.5], [0, 0.5, 0]]
-    theta = rk.bradley_terry(wins, prior=0.5)
+    theta = st.bradley_terry(wins, prior=0.5)
     assert theta[0] > theta[1] == pytest.approx(theta[2])
 
 
@@ -51,48 +53,48 @@ def test_bradley_terry_from_duel_rows():
 
 def test_three_cycle_has_exactly_one_cyclic_triad():
     wins = np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]], dtype=float)  # a>b, b>c, c>a
-    assert rk.cyclic_triads(wins) == (1.0, 1.0, 0.0)
+    assert st.cyclic_triads(wins) == (1.0, 1.0, 0.0)
 
 
 def test_transitive_and_mixed_tournaments():
     order = np.triu(np.ones((4, 4)), k=1)  # 0 > 1 > 2 > 3
-    assert rk.cyclic_triads(order) == (0.0, 2.0, 1.0)
+    assert st.cyclic_triads(order) == (0.0, 2.0, 1.0)
     one_cycle = order.copy()
     one_cycle[0, 2], one_cycle[2, 0] = 0, 1  # 0>1, 1>2, 2>0 is a cycle; 3 loses everything
-    c, c_max, zeta = rk.cyclic_triads(one_cycle)
+    c, c_max, zeta = st.cyclic_triads(one_cycle)
     assert (c, c_max, zeta) == (1.0, 2.0, 0.5)
     five = np.triu(np.ones((5, 5)), k=1)
-    assert rk.cyclic_triads(five)[1] == 5.0  # c_max = (n^3 - n) / 24 for odd n
+    assert st.cyclic_triads(five)[1] == 5.0  # c_max = (n^3 - n) / 24 for odd n
 
 
 def test_ties_count_as_fair_coin_flips():
     all_ties = np.full((3, 3), 0.5) - np.diag([0.5] * 3)
-    assert rk.cyclic_triads(all_ties)[0] == pytest.approx(0.25)  # 2 of 8 coin outcomes are cycles
+    assert st.cyclic_triads(all_ties)[0] == pytest.approx(0.25)  # 2 of 8 coin outcomes are cycles
 
 
 # ------------------------------------------------------------------------------- ranks, correlations
 
 
 def test_rank_desc_and_kendall_tau():
-    assert rk.rank_desc(np.array([0.2, 0.9, 0.2, np.nan])).tolist()[:3] == [2.5, 1.0, 2.5]
-    assert math.isnan(rk.rank_desc(np.array([0.2, np.nan]))[1])
-    assert rk.kendall_tau([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
-    assert rk.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
-    assert rk.kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)
+    assert st.rank_desc(np.array([0.2, 0.9, 0.2, np.nan])).tolist()[:3] == [2.5, 1.0, 2.5]
+    assert math.isnan(st.rank_desc(np.array([0.2, np.nan]))[1])
+    assert st.kendall_tau([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+    assert st.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert st.kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)
 
 
 def test_permutation_pvalue_exact():
-    p, n = rk.permutation_pvalue([1, 2, 3, 4], [1, 2, 3, 4])
+    p, n = st.permutation_pvalue([1, 2, 3, 4], [1, 2, 3, 4])
     assert n == 24 and p == pytest.approx(2 / 24)  # only the identity and the reversal reach |rho| = 1
-    assert rk.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert st.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
 
 
 def test_discrimination_of_the_peer_panel():
-    assert rk.discrimination(np.array([0.0, 0.0, 1.0, 1.0])) == 1.0  # panel splits: 4 / floor(16/4)
-    assert rk.discrimination(np.array([0.0, 1.0, 1.0])) == 1.0  # 2 / floor(9/4)
-    assert rk.discrimination(np.array([1.0, 1.0, 1.0])) == 0.0
-    assert rk.discrimination(np.array([0.25, 1.0])) == 0.75
-    assert math.isnan(rk.discrimination(np.array([0.5, np.nan])))
+    assert st.discrimination(np.array([0.0, 0.0, 1.0, 1.0])) == 1.0  # panel splits: 4 / floor(16/4)
+    assert st.discrimination(np.array([0.0, 1.0, 1.0])) == 1.0  # 2 / floor(9/4)
+    assert st.discrimination(np.array([1.0, 1.0, 1.0])) == 0.0
+    assert st.discrimination(np.array([0.25, 1.0])) == 0.75
+    assert math.isnan(st.discrimination(np.array([0.5, np.nan])))
 
 
 def panel_stats(rng: np.random.Generator, skill: dict[str, float], envs_per_author: int = 6) -> pd.DataFrame:
@@ -199,6 +201,9 @@ def test_design_convergence_clusters_span_authors():
     pq = table[(table.author_a == "p") & (table.author_b == "q")].iloc[0]
     assert pq.similarity > pq.null_mean and pq.n_env_pairs == 4
     assert 0 < pq.p_value <= 1
+    pairs = table[table["scope"] == "pair"].sort_values("p_value")
+    assert pairs["p_value_holm"].iloc[0] == pytest.approx(min(1.0, 3 * pairs["p_value"].iloc[0]))  # 3 author pairs
+    assert (pairs["p_value_holm"] >= pairs["p_value"]).all() and table.loc[table.scope != "pair", "p_value_holm"].isna().all()
     clusters = members.groupby("cluster_id").agg(authors=("authors", "first"), family=("family", "first"),
                                                  size=("env_id", "size"))
     assert clusters.to_dict("records") == [{"authors": "p, q, r", "family": "maze", "size": 3},
@@ -208,6 +213,7 @@ def test_design_convergence_clusters_span_authors():
 # ----------------------------------------------------------------------- simulated models: skill order
 
 
+@pytest.mark.slow
 def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     """Real play of the five simulated profiles (2 environments each, 4 seeds, peers only)."""
     from envduels_dagster.core.authoring import author_environments
@@ -244,3 +250,119 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     tau = summary["skill_order_kendall_tau"].iloc[0]
     print(f"simulated models: solver ranking {table['model'].tolist()}, Kendall tau vs skill order = {tau:.2f}")
     assert tau >= 0.8
+
+
+def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistics_module():
+    """tests/fixtures/demo_marts: the lead's `make demo` warehouse at commit 4076198 (before core/stats/ existed):
+    its marts and the rankings the code of that commit computed from them (default RankingsConfig).
+
+    Every figure is unchanged except the Bradley-Terry interval: it resampled duel rows by position, and the
+    dbt mart's row order differs from run to run (two demo runs gave different bt_strength_lower); duels are
+    now sorted first, so the interval depends on the duels only."""
+    from pathlib import Path
+
+    from envduels_dagster.assets.rankings import sim_skill_ranks
+
+    data = Path(__file__).parent / "fixtures" / "demo_marts"
+    read = lambda name: pd.read_parquet(data / f"{name}.parquet")  # noqa: E731
+    duels = read("duels")
+    run = lambda d: rk.compute_rankings(read("env_solver_stats"), d, n_boot=1000, seed=0, bt_prior=0.5,  # noqa: E731
+                                        n_perm=10000, skill_rank=sim_skill_ranks(read("model_registry")) or None)
+    table, summary = run(duels)
+    bt_interval = ["bt_strength_lower", "bt_strength_upper"]
+    before, before_summary = read("rankings"), read("rankings_summary")
+    assert list(table.columns[:len(before.columns)]) == list(before.columns)  # columns only added, at the end
+    kept = [c for c in before.columns if c not in bt_interval]
+    pd.testing.assert_frame_equal(table[kept], before[kept], check_dtype=False, rtol=1e-12, atol=1e-12)
+    assert list(summary.columns[:len(before_summary.columns)]) == list(before_summary.columns)
+    pd.testing.assert_frame_equal(summary[before_summary.columns], before_summary, check_dtype=False,
+                                  rtol=1e-12, atol=1e-12)
+    shuffled, _ = run(duels.sample(frac=1.0, random_state=1))
+    assert duels["model_a"].tolist() != duels.sort_values(["model_a", "model_b"])["model_a"].tolist()
+    pd.testing.assert_frame_equal(shuffled, table)
+
+
+def test_corrected_design_score_is_zero_for_identical_peers_and_one_for_a_split_panel():
+    rng = np.random.default_rng(5)
+    k = rng.binomial(4, 0.5, size=(4000, 4))  # 4 identical peers at p = 0.5, 4 seeds, 4000 environments
+    rates, seeds = k / 4, np.full(k.shape, 4)
+    raw = st.discrimination_rows(rates).mean()
+    corrected = corrected_discrimination_rows(rates, seeds).mean()
+    assert raw == pytest.approx(0.41, abs=0.02)  # the inflation issue 16 measured
+    assert abs(corrected) < 0.01
+    assert corrected_discrimination_rows(np.array([[0.0, 0.0, 1.0, 1.0]]), np.full((1, 4), 4))[0] == 1.0
+    # two peers with true rates 0.2 and 0.8: unbiased for (0.2 - 0.8)^2 / floor(4/4) = 0.36
+    k2 = np.stack([rng.binomial(6, 0.2, 20000), rng.binomial(6, 0.8, 20000)], axis=1)
+    assert corrected_discrimination_rows(k2 / 6, np.full(k2.shape, 6)).mean() == pytest.approx(0.36, abs=0.01)
+    assert math.isnan(corrected_discrimination_rows(np.array([[0.5, np.nan]]), np.array([[4, 4]]))[0])
+
+
+def test_triads_of_an_incomplete_tournament_count_only_complete_triples():
+    from envduels_dagster.core.stats.tournament import observed_triads
+
+    wins = np.zeros((3, 3))
+    wins[0, 1] = wins[1, 2] = 1.0  # a > b, b > c, a - c never played
+    played = (wins + wins.T) > 0
+    assert st.cyclic_triads(wins)[0] == 1.0  # the round-robin formula sees a cycle that is not there
+    assert observed_triads(wins, played) == (0.0, 0, 1)
+    rng = np.random.default_rng(2)
+    for _ in range(20):  # on complete tournaments (ties included) both counts agree
+        n = int(rng.integers(3, 8))
+        score = rng.choice([0.0, 0.5, 1.0], size=(n, n))
+        upper = np.triu(score, 1)
+        full = upper + np.triu(1 - score, 1).T
+        c, _, _ = st.cyclic_triads(full)
+        obs, complete, total = observed_triads(full, ~np.eye(n, dtype=bool))
+        assert complete == total == math.comb(n, 3) and obs == pytest.approx(c)
+
+
+def test_bradley_terry_reports_convergence_and_refuses_an_unbeaten_model_without_prior():
+    from envduels_dagster.core.stats.tournament import bradley_terry_fit
+
+    fit = bradley_terry_fit(np.array([[0, 2.0, 1.0], [1.0, 0, 2.0], [1.0, 1.0, 0]]))
+    assert fit.converged and 1 <= fit.iterations < 50
+    assert not bradley_terry_fit(np.array([[0, 2.0, 1.0], [1.0, 0, 2.0], [1.0, 1.0, 0]]), max_iter=1).converged
+    with pytest.raises(ValueError, match="without any loss"):
+        bradley_terry_fit(np.array([[0, 2.0, 1.0], [0.0, 0, 1.0], [0.0, 1.0, 0]]))  # model 0 never lost
+
+
+def test_rankings_summary_of_an_incomplete_tournament_and_the_holm_family():
+    rng = np.random.default_rng(4)
+    stats = panel_stats(rng, {"a": 0.8, "b": 0.5, "c": 0.3, "d": 0.2})
+    duels = pd.DataFrame({"model_a": ["a", "b", "a"], "model_b": ["b", "c", "d"], "outcome": ["a", "a", "tie"],
+                          "score_a": [1.0, 1.0, 0.5], "lift_diff": [0.4, 0.3, 0.01], "lift_diff_se": [0.1, 0.2, 0.1],
+                          "diff_df": [10.0, 10.0, 10.0]})
+    _, summary = rk.compute_rankings(stats, duels, n_boot=50, n_perm=100)
+    s = summary.iloc[0]
+    assert not s.tournament_complete and math.isnan(s.kendall_zeta)
+    assert (s.n_triads, s.n_triads_complete, s.cyclic_triads) == (4, 0, 0.0)
+    assert bool(s.bt_converged)
+    # Welch p: 0.4/0.1 -> t = 4 (p = 0.0025), 1.5 (p = 0.16), 0.1; Holm: 3 x 0.0025 < 0.05, 2 x 0.16 > 0.05
+    assert s.n_decisive_duels_holm == 1 and s.duel_decision_control.startswith("holm")
+
+
+def test_stratified_t_interval_of_a_solver_score_by_hand():
+    from envduels_dagster.core.rankings_intervals import ONE_PER_STRATUM, stratified_interval
+
+    values = np.array([0.4625, 0.525, 0.4, 0.525, 0.65])
+    strata = np.array(["a", "a", "b", "b", "b"])
+    domains = np.full(5, "d")
+    # var = [2 var(a) + 3 var(b)] / 5^2 = (2 x .001953 + 3 x .015625) / 25; Satterthwaite df 2.3 -> 2
+    var = (2 * np.var(values[:2], ddof=1) + 3 * np.var(values[2:], ddof=1)) / 25
+    lo, hi, reason = stratified_interval(values.mean(), values, domains, strata)
+    assert reason is None
+    assert (lo, hi) == pytest.approx((values.mean() - 4.302652729749 * np.sqrt(var), values.mean() + 4.302652729749 * np.sqrt(var)))
+    assert stratified_interval(0.5, np.array([0.5, 0.4, 0.6, np.nan]), np.full(4, "d"), np.array(["a", "b", "b", "c"]))[2] \
+        == ONE_PER_STRATUM
+
+
+def test_leaderboard_t_columns_are_added_after_the_older_ones():
+    stats = panel_stats(np.random.default_rng(9), {"a": 0.8, "b": 0.5, "c": 0.3, "d": 0.2})
+    table, _ = rk.compute_rankings(stats, pd.DataFrame(columns=["model_a", "model_b", "outcome", "score_a"]),
+                                   n_boot=50, n_perm=100)
+    tail = list(table.columns[-9:])
+    assert tail == [f"{f}_ci_{k}" for f in ("solver_score", "author_score", "design_score_corrected")
+                    for k in ("lower", "upper", "reason")]
+    shown = table["author_score_ci_reason"].isna()
+    assert shown.all()  # 6 environments per author
+    assert ((table["author_score_ci_lower"] < table["author_score"]) & (table["author_score"] < table["author_score_ci_upper"])).all()

@@ -6,7 +6,9 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.common import AFTER_PAIRS, OWNERS, markdown_table
-from envduels_dagster.core.coevolution import env_scores, paired_change, spearman_with_permutation
+from envduels_dagster.core.coevolution import env_scores
+from envduels_dagster.core.stats import paired_bootstrap as paired_change
+from envduels_dagster.core.stats import spearman_with_permutation
 from envduels_dagster.core.warehouse import read_table, replace_rows
 
 COLUMNS = ["author", "round", "n_pairs", "solver_skill", "design_before", "design_after", "design_change",

@@ -40,11 +40,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Literal
 
+from envduels_dagster.core.stats.rules import category, is_member
+
 if TYPE_CHECKING:
     from envduels_dagster.core.models.types import ChatGateway
-
-CATEGORIES = ("wasted", "noise", "learnable")
-
 
 @dataclass(frozen=True)
 class AdaptivePolicy:
@@ -65,16 +64,6 @@ class AdaptivePolicy:
             raise ValueError("need 1 <= min_seeds <= base_seeds <= max_seeds")
         if self.target not in ("membership", "category"):
             raise ValueError("target must be 'membership' or 'category'")
-
-
-def is_member(cold: int, hint: int, n: int, max_cold: float = 0.0, min_hint: float = 0.5) -> bool:
-    """The training-set rule on ``n`` matched seeds with ``cold``/``hint`` successes."""
-    return n > 0 and cold / n <= max_cold + 1e-12 and hint / n >= min_hint - 1e-12
-
-
-def category(cold: int, hint: int) -> str:
-    """DESIGN §6: wasted (passes cold), learnable (fails cold, passes hinted), noise (fails both)."""
-    return "wasted" if cold > 0 else "learnable" if hint > 0 else "noise"
 
 
 def verdict(cold: int, hint: int, n: int, policy: AdaptivePolicy) -> tuple:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from itertools import combinations
 
-import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.authoring import AUTHOR_SYSTEM_PROMPT, make_env_id, spec_from_reply
 from envduels_dagster.core.models.contract import HardenRequest, PeerRates, Prompt
 from envduels_dagster.core.protocol import EnvironmentSpec
+from envduels_dagster.core.stats.discrimination import discrimination
 
 HARDEN_BRIEF = """Round {round}: harden your environment {env_id} using how other models played it.
 
@@ -132,14 +131,6 @@ def child_from_reply(parent: EnvironmentSpec, reply: str, round_: int, slot: int
     return child.model_copy(update={"parent_env_id": parent.env_id}), child.reject_reason is None
 
 
-def discrimination(rates: list[float]) -> float:
-    """Peer panel split Σ_{i<j}|r_i − r_j| / ⌊n²/4⌋: 1 when the panel splits in half, 0 when unanimous."""
-    n = len(rates)
-    if n < 2:
-        return float("nan")
-    return sum(abs(a - b) for a, b in combinations(rates, 2)) / (n * n // 4)
-
-
 def env_scores(episodes: pd.DataFrame) -> pd.DataFrame:
     """Per environment: design score (peer discrimination of cold success) and hint score (mean peer lift)."""
     peers = episodes[(episodes["status"] != "incomplete") & (episodes["author"] != episodes["solver"])]
@@ -153,30 +144,3 @@ def env_scores(episodes: pd.DataFrame) -> pd.DataFrame:
         rows.append({"env_id": env_id, "author": author, "design": discrimination(list(grp["cold"])),
                      "hint": float((grp["hinted"] - grp["cold"]).mean())})
     return pd.DataFrame(rows)
-
-
-def paired_change(deltas: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of parent→child changes with a bootstrap 95% interval over pairs."""
-    deltas = deltas[~np.isnan(deltas)]
-    if deltas.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    est = float(deltas.mean())
-    if deltas.size == 1:
-        return est, est, est
-    boots = deltas[np.random.default_rng(seed).integers(0, deltas.size, (n_boot, deltas.size))].mean(axis=1)
-    lo, hi = np.quantile(boots, [0.025, 0.975])
-    return est, float(min(lo, est)), float(max(hi, est))
-
-
-def spearman_with_permutation(x: np.ndarray, y: np.ndarray, n_perm: int = 5000, seed: int = 0) -> tuple[float, float]:
-    """Spearman rank correlation and a two-sided permutation p-value (exact enough for a handful of authors)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    ok = ~(np.isnan(x) | np.isnan(y))
-    x, y = x[ok], y[ok]
-    if x.size < 3:
-        return float("nan"), float("nan")
-    rx, ry = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
-    rho = float(np.corrcoef(rx, ry)[0, 1])
-    rng = np.random.default_rng(seed)
-    perms = np.array([np.corrcoef(rx, rng.permutation(ry))[0, 1] for _ in range(n_perm)])
-    return rho, float((np.sum(np.abs(perms) >= abs(rho) - 1e-12) + 1) / (n_perm + 1))

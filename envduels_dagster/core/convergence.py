@@ -8,7 +8,8 @@ similarity is the cosine of their tf-idf vectors (sublinear counts, smoothed idf
 Against what: a **label-permutation null**. Shuffling which author wrote which environment (group sizes
 kept) gives the similarity expected if authorship did not matter. For each pair of authors we report the
 mean similarity between their environments, the null's mean and 95% range, a z-score and a one-sided
-p-value for "more similar than chance" (convergence of the two authors); the overall row compares all
+p-value for "more similar than chance" (convergence of the two authors), and ``p_value_holm``, Holm's
+adjustment over the family of author pairs (many pairs are tested at once); the overall row compares all
 cross-author pairs with the null (an observed value below the null means authors have their own styles).
 Clusters: environments linked by similarity >= threshold (single linkage); those spanning several authors
 are the designs authors converged on. Pure Python/numpy, no Dagster.
@@ -21,6 +22,8 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
+
+from envduels_dagster.core.stats.multiple import holm
 
 NGRAM = 4
 THRESHOLD = 0.9
@@ -115,7 +118,7 @@ def design_convergence(envs: pd.DataFrame, n: int = NGRAM, n_perm: int = 1000, t
              "mean_similarity"]
     envs = envs.sort_values(["author", "env_id"]).reset_index(drop=True)
     if len(envs) < 2:
-        return pd.DataFrame(columns=cols), pd.DataFrame(columns=ccols)
+        return pd.DataFrame(columns=[*cols, "p_value_holm"]), pd.DataFrame(columns=ccols)
     sim = similarity_matrix(envs["source"].fillna("").tolist(), n)
     sim0 = sim.copy()
     np.fill_diagonal(sim0, 0.0)
@@ -154,6 +157,9 @@ def design_convergence(envs: pd.DataFrame, n: int = NGRAM, n_perm: int = 1000, t
             rows.append(row("within" if i == j else "pair", a, authors[j], n_pairs, float(observed[i, j]),
                             null[:, i, j]))
     table = pd.DataFrame(rows, columns=cols)
+    pairs = (table["scope"] == "pair").to_numpy()
+    table["p_value_holm"] = np.nan
+    table.loc[pairs, "p_value_holm"] = holm(table.loc[pairs, "p_value"].to_numpy(dtype=float))
 
     comp = clusters(sim, threshold)
     members = []

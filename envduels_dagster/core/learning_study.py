@@ -5,7 +5,10 @@ For each author a: train the learner on its training-set environments from a (a
 ``trainer`` callable turns environments into a gateway for the trained model; the
 simulated models provide one), then compare cold success before and after on a's
 *held-out* environments (written for the study, never trained on). The study
-correlates gain with lift across authors (Spearman, permutation p-value).
+correlates gain with lift across (learner, author) rows: Spearman's rho with a permutation p-value that
+shuffles gains within each learner (``core.stats.ranks.stratified_permutation_pvalue``). Rows whose
+author gave the learner no training environment measure nothing about training and are left out
+(they used to enter with gain 0).
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from envduels_dagster.core.coevolution import spearman_with_permutation
 from envduels_dagster.core.episodes import play_episode
 from envduels_dagster.core.models.types import ChatGateway
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.sandbox import SandboxLimits
+from envduels_dagster.core.stats.ranks import stratified_permutation_pvalue
 
 COLUMNS = ["learner", "author", "lift", "n_train_envs", "n_heldout_envs", "cold_before", "cold_after", "gain"]
 
@@ -56,7 +59,12 @@ async def study_learner(learner: str, base_gateway: ChatGateway, trainer: Callab
 
 
 def correlate(df: pd.DataFrame) -> tuple[float, float, int]:
-    """Spearman rho between lift and gain over (learner, author) rows, its permutation p, and n."""
+    """Spearman rho between lift and gain over the (learner, author) rows that trained on something, its
+    within-learner permutation p, and the number of rows used."""
     ok = df.dropna(subset=["lift", "gain"])
-    rho, p = spearman_with_permutation(ok["lift"].to_numpy(float), ok["gain"].to_numpy(float))
+    ok = ok[ok["n_train_envs"] > 0]
+    if len(ok) < 3:
+        return float("nan"), float("nan"), len(ok)
+    rho, p, _ = stratified_permutation_pvalue(ok["lift"].to_numpy(float), ok["gain"].to_numpy(float),
+                                              ok["learner"].to_numpy(object))
     return rho, p, len(ok)

@@ -1,7 +1,10 @@
 """Rankings with intervals: solvers, authors, Bradley-Terry on duels, transitivity, role separation (DESIGN §6).
 
-Pure numpy/pandas; no Dagster. Inputs are the dbt marts:
-``env_solver_stats`` (one row per environment x solver over matched seeds) and ``duels``.
+Why a panel: every figure here is a weighted mean over environments, so one environment x solver
+matrix and one (replicates x environments) weight matrix give the point estimate (weights 1) and every
+bootstrap replicate in a few matrix products. Pure numpy/pandas; no Dagster. Inputs are the dbt marts
+``env_solver_stats`` (one row per environment x solver over matched seeds) and ``duels``. The estimators
+themselves live in ``core.stats``.
 
 Uncertainty:
 * Solver and author scores get intervals from a **cluster bootstrap over environments**: each replicate
@@ -9,8 +12,7 @@ Uncertainty:
   number of environments); an environment carries all of its solvers' matched-seed results, so seeds stay
   paired. Ranks are recomputed per replicate, giving rank intervals too.
 * The Bradley-Terry fit uses the duel outcomes (1, 1/2 for a tie, 0); its intervals come from resampling
-  the duels with replacement. A small prior (``prior`` virtual tied games per pair) keeps strengths finite
-  when a model wins or loses everything (with ``prior=0`` the fit is the plain maximum-likelihood one).
+  the duels with replacement (``core.stats.tournament``).
 * Transitivity counts cyclic triads, c = C(n,3) - sum_i C(w_i, 2), on the duel tournament. A tied duel
   counts half a win to each side; c is then the expected number of cyclic triads when every tie is broken
   by a fair coin (each tie adds 1/8 to the subtracted sum: Var of a coin flip / 2). Kendall's
@@ -21,17 +23,24 @@ Uncertainty:
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-ALPHA = 0.05
-
-
-# --------------------------------------------------------------------------------------------- panel
+from envduels_dagster.core.rankings_intervals import author_intervals, stratified_interval
+from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
+from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
+from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
+from envduels_dagster.core.stats.multiple import HOLM, holm, welch_p_value
+from envduels_dagster.core.stats.tournament import (
+    BTFit,
+    bradley_terry_bootstrap,
+    bradley_terry_fit,
+    cyclic_triads,
+    observed_triads,
+    wins_matrix,
+)
 
 
 @dataclass
@@ -45,6 +54,7 @@ class Panel:
     p_cold: np.ndarray  # (E, S)
     p_hint: np.ndarray
     lift: np.ndarray
+    n_seeds: np.ndarray | None = None  # (E, S) matched seeds, when the stats carry them
 
     def __post_init__(self) -> None:
         #: (E, S) True where the solver has results on the environment and did not write it.
@@ -65,17 +75,13 @@ def panel_from_stats(stats: pd.DataFrame) -> Panel:
 
     return Panel(env_ids=envs.index.to_numpy(), authors=envs["author"].to_numpy(dtype=object),
                  domains=envs["domain"].to_numpy(dtype=object), solvers=solvers,
-                 p_cold=matrix("p_cold"), p_hint=matrix("p_hint"), lift=matrix("lift"))
+                 p_cold=matrix("p_cold"), p_hint=matrix("p_hint"), lift=matrix("lift"),
+                 n_seeds=matrix("n_seeds") if "n_seeds" in stats else None)
 
 
 def cluster_weights(authors: np.ndarray, n_boot: int, seed: int = 0) -> np.ndarray:
     """(n_boot, E) multiplicities: each replicate resamples every author's environments with replacement."""
-    rng = np.random.default_rng(seed)
-    w = np.zeros((n_boot, len(authors)))
-    for author in sorted(set(authors)):
-        idx = np.flatnonzero(authors == author)
-        w[:, idx] = rng.multinomial(len(idx), np.full(len(idx), 1.0 / len(idx)), size=n_boot)
-    return w
+    return stratified_cluster_weights(authors, n_boot, seed)
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -93,37 +99,26 @@ def solver_scores(panel: Panel, weights: np.ndarray, hinted: bool = False) -> np
         wd = weights * (panel.domains == domain)[None, :]
         per_domain.append(_ratio(wd @ x, wd @ mask))
     stacked = np.stack(per_domain)  # (D, R, S)
-    with np.errstate(invalid="ignore"), _quiet_nanmean():
+    with np.errstate(invalid="ignore"), quiet_nan():
         return np.nanmean(stacked, axis=0)
 
 
 def env_peer_lift(panel: Panel) -> np.ndarray:
     """(E,) mean lift an environment gives the solvers other than its author (NaN without peers)."""
-    peer = panel.peer
-    with _quiet_nanmean():
-        return np.nanmean(np.where(peer, panel.lift, np.nan), axis=1)
-
-
-def discrimination(results: np.ndarray) -> float:
-    """Peer-panel discrimination sum_{i<j} |r_i - r_j| / floor(n^2/4) of one environment (NaN if n < 2)."""
-    r = np.sort(np.asarray(results, dtype=float)[~np.isnan(results)])
-    n = r.size
-    if n < 2:
-        return float("nan")
-    k = np.arange(1, n + 1)
-    return float((r * (2 * k - n - 1)).sum() / (n * n // 4))
+    with quiet_nan():
+        return np.nanmean(np.where(panel.peer, panel.lift, np.nan), axis=1)
 
 
 def env_discrimination(panel: Panel) -> np.ndarray:
-    """(E,) discrimination of each environment over the cold results of its peer solvers (vectorised
-    :func:`discrimination`: NaNs sort last, so the k-th smallest of n results gets weight 2k - n - 1)."""
-    r = np.sort(np.where(panel.peer, panel.p_cold, np.nan), axis=1)
-    n = panel.peer.sum(axis=1)
-    k = np.arange(1, r.shape[1] + 1)[None, :]
-    weights = np.where(k <= n[:, None], 2 * k - n[:, None] - 1, 0)
-    total = np.nansum(r * weights, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n >= 2, total / np.maximum(n * n // 4, 1), np.nan)
+    """(E,) discrimination of each environment over the cold results of its peer solvers."""
+    return discrimination_rows(np.where(panel.peer, panel.p_cold, np.nan))
+
+
+def env_discrimination_corrected(panel: Panel) -> np.ndarray:
+    """(E,) seed-noise-corrected discrimination (squared scale) of each environment's peer cold results."""
+    if panel.n_seeds is None:
+        return np.full(len(panel.env_ids), np.nan)
+    return corrected_discrimination_rows(np.where(panel.peer, panel.p_cold, np.nan), panel.n_seeds)
 
 
 def author_scores(panel: Panel, per_env: np.ndarray, weights: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -136,191 +131,145 @@ def author_scores(panel: Panel, per_env: np.ndarray, weights: np.ndarray) -> tup
     return authors, _ratio(num, den)
 
 
-# --------------------------------------------------------------------------------------------- ranks
+def _columns(prefix: str, point: np.ndarray, boot: np.ndarray, rank: bool, alpha: float) -> dict:
+    """Point, interval and (if ``rank``) rank with its interval, as leaderboard columns."""
+    lo, hi = percentile_interval(point, boot, alpha)
+    cols = {prefix: point, f"{prefix}_lower": lo, f"{prefix}_upper": hi}
+    if rank:
+        r_point, r_boot = rank_desc(point), rank_desc(boot)
+        r_lo, r_hi = percentile_interval(r_point, r_boot, alpha)
+        key = prefix.replace("_score", "")
+        cols.update({f"{key}_rank": r_point, f"{key}_rank_lower": r_lo, f"{key}_rank_upper": r_hi})
+    return cols
 
 
-def rank_desc(scores: np.ndarray) -> np.ndarray:
-    """Ranks along the last axis, 1 = highest score, ties share their average rank, NaN stays NaN."""
-    scores = np.asarray(scores, dtype=float)
-    flat = np.atleast_2d(np.where(np.isnan(scores), -np.inf, scores))
-    rows, n = flat.shape
-    if n == 0:
-        return scores.copy()
-    order = np.argsort(-flat, axis=-1, kind="stable")
-    ordered = np.take_along_axis(-flat, order, axis=-1)
-    with np.errstate(invalid="ignore"):  # inf - inf between missing scores: they are masked below
-        new_run = np.concatenate([np.ones((rows, 1), bool), np.diff(ordered, axis=-1) != 0], axis=-1)
-    run = np.cumsum(new_run, axis=-1) - 1 + (np.arange(rows) * n)[:, None]
-    positions = np.broadcast_to(np.arange(1, n + 1, dtype=float), (rows, n))
-    sums = np.bincount(run.ravel(), weights=positions.ravel(), minlength=rows * n)
-    counts = np.bincount(run.ravel(), minlength=rows * n)
-    ranks = np.empty_like(flat)
-    np.put_along_axis(ranks, order, (sums[run] / counts[run]), axis=-1)
-    ranks = ranks.reshape(scores.shape)
-    return np.where(np.isnan(scores), np.nan, ranks)
+def _scores(panel: Panel, weights: np.ndarray, alpha: float) -> tuple[list[tuple[list[str], dict]], dict]:
+    """Leaderboard blocks (names, columns) for solver, hinted, author and design scores; plus the replicates
+    the role separation needs."""
+    ones = np.ones((1, len(panel.env_ids)))
+    solver_boot = solver_scores(panel, weights)
+    peer_lift, disc = env_peer_lift(panel), env_discrimination(panel)
+    authors, hint_point = author_scores(panel, peer_lift, ones)
+    _, hint_boot = author_scores(panel, peer_lift, weights)
+    _, design_point = author_scores(panel, disc, ones)
+    _, design_boot = author_scores(panel, disc, weights)
+    corrected = env_discrimination_corrected(panel)
+    _, corrected_point = author_scores(panel, corrected, ones)
+    _, corrected_boot = author_scores(panel, corrected, weights)
+    blocks = [
+        (panel.solvers, _columns("solver_score", solver_scores(panel, ones)[0], solver_boot, True, alpha)),
+        (panel.solvers, _columns("solver_hinted", solver_scores(panel, ones, hinted=True)[0],
+                                 solver_scores(panel, weights, hinted=True), False, alpha)),
+        (authors, _columns("author_score", hint_point[0], hint_boot, True, alpha)),
+        (authors, _columns("design_score", design_point[0], design_boot, False, alpha)),
+    ]
+    # Added after every older column (table shapes stay stable): the seed-noise-corrected design score and
+    # the t intervals over environments (core/rankings_intervals.py).
+    late = [(authors, _columns("design_score_corrected", corrected_point[0], corrected_boot, False, alpha)),
+            (panel.solvers, _t_columns("solver_score", _solver_t(panel, blocks[0][1]["solver_score"], alpha))),
+            (authors, _t_columns("author_score", author_intervals(panel.authors, peer_lift, authors))),
+            (authors, _t_columns("design_score_corrected", author_intervals(panel.authors, corrected, authors)))]
+    return blocks, {"authors": authors, "solver_boot": solver_boot, "hint_boot": hint_boot, "late": late}
 
 
-def percentile_interval(estimate: np.ndarray, replicates: np.ndarray, alpha: float = ALPHA
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval over axis 0, widened if needed so that it contains the estimate."""
-    with np.errstate(invalid="ignore"), _quiet_nanmean():
-        lo = np.nanquantile(replicates, alpha / 2, axis=0)
-        hi = np.nanquantile(replicates, 1 - alpha / 2, axis=0)
-    return np.fmin(lo, estimate), np.fmax(hi, estimate)
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's rho (Pearson correlation of average ranks)."""
-    rx, ry = rank_desc(np.asarray(x, float)), rank_desc(np.asarray(y, float))
-    if rx.size < 2 or np.std(rx) == 0 or np.std(ry) == 0:
-        return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def _rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman's rho of each row of x with the same row of y (NaN where a row is constant)."""
-    rx, ry = rank_desc(x), rank_desc(y)
-    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
-    denom = np.sqrt((rx ** 2).sum(axis=1) * (ry ** 2).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denom > 0, (rx * ry).sum(axis=1) / np.where(denom > 0, denom, 1), np.nan)
-
-
-def kendall_tau(x, y) -> float:
-    """Kendall's tau-b (ties in either ranking handled as in tau-b)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    iu = np.triu_indices(x.size, k=1)
-    sx = np.sign(x[:, None] - x[None, :])[iu]
-    sy = np.sign(y[:, None] - y[None, :])[iu]
-    denom = math.sqrt(float(np.sum(sx != 0)) * float(np.sum(sy != 0)))
-    return float(np.sum(sx * sy) / denom) if denom else float("nan")
-
-
-def permutation_pvalue(x, y, n_perm: int = 10000, seed: int = 0, exact_up_to: int = 8) -> tuple[float, int]:
-    """Two-sided p-value of Spearman's rho against permutations of y: (p, number of permutations used).
-
-    Exact (all n! orderings) up to ``exact_up_to`` items, else ``n_perm`` random permutations with the
-    observed ordering counted once ((1 + hits) / (1 + n_perm))."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    n = x.size
-    observed = spearman(x, y)
-    if n < 3 or math.isnan(observed):
-        return float("nan"), 0
-    rx, ry = rank_desc(x), rank_desc(y)
-    rx = (rx - rx.mean()) / np.linalg.norm(rx - rx.mean())
-    ryc = ry - ry.mean()
-    ryc = ryc / np.linalg.norm(ryc)
-    if n <= exact_up_to:
-        perms = np.array(list(itertools.permutations(range(n))))
-        rhos = ryc[perms] @ rx
-        return float(np.mean(np.abs(rhos) >= abs(observed) - 1e-12)), len(perms)
-    rng = np.random.default_rng(seed)
-    perms = np.argsort(rng.random((n_perm, n)), axis=1)
-    rhos = ryc[perms] @ rx
-    return float((1 + np.sum(np.abs(rhos) >= abs(observed) - 1e-12)) / (1 + n_perm)), n_perm
-
-
-# ----------------------------------------------------------------------------------- Bradley-Terry
-
-
-def wins_matrix(duels: pd.DataFrame, models: list[str]) -> np.ndarray:
-    """wins[i, j] = points of model i against model j (1 a win, 1/2 a tie) from rows model_a, model_b, score_a."""
-    pos = {m: i for i, m in enumerate(models)}
-    a = np.array([pos[m] for m in duels["model_a"]], dtype=int)
-    b = np.array([pos[m] for m in duels["model_b"]], dtype=int)
-    return _wins(a, b, duels["score_a"].to_numpy(dtype=float), len(models))
-
-
-def _wins(a: np.ndarray, b: np.ndarray, score: np.ndarray, n: int) -> np.ndarray:
-    wins = np.zeros((n, n))
-    np.add.at(wins, (a, b), score)
-    np.add.at(wins, (b, a), 1.0 - score)
-    return wins
-
-
-def bradley_terry(wins: np.ndarray, prior: float = 0.0, max_iter: int = 200, tol: float = 1e-12) -> np.ndarray:
-    """Log-strengths theta (mean 0) maximising the Bradley-Terry likelihood, P(i beats j) = 1/(1+e^(theta_j-theta_i)).
-
-    ``wins[i, j]`` may be fractional (ties as halves). ``prior`` adds that many virtual tied games to every
-    pair (a symmetric pseudo-count that keeps the estimate finite). Newton's method on the concave
-    log-likelihood, the sum-to-zero constraint handled by adding 11'/n to the Hessian.
-    """
-    w = np.asarray(wins, dtype=float).copy()
-    n = w.shape[0]
-    if n < 2:
-        return np.zeros(n)
-    off = ~np.eye(n, dtype=bool)
-    w[off] += prior / 2.0
-    games = w + w.T
-    won = w.sum(axis=1)
-    if np.any(won <= 0):
-        raise ValueError("a model without any win has no finite Bradley-Terry strength; use prior > 0")
-    theta = np.zeros(n)
-    ones = np.full((n, n), 1.0 / n)
-
-    def loglik(t: np.ndarray) -> float:
-        d = t[:, None] - t[None, :]
-        return float(np.sum(w * -np.logaddexp(0.0, -d)))
-
-    current = loglik(theta)
-    for _ in range(max_iter):
-        prob = 1.0 / (1.0 + np.exp(-(theta[:, None] - theta[None, :])))
-        grad = won - np.sum(games * prob, axis=1)
-        info = games * prob * (1.0 - prob)
-        hess = np.diag(info.sum(axis=1)) - info + ones
-        step = np.linalg.solve(hess, grad)
-        scale = 1.0
-        while True:  # step halving keeps every iteration an ascent step
-            candidate = theta + scale * step
-            value = loglik(candidate)
-            if value >= current - 1e-15 or scale < 1e-8:
-                break
-            scale /= 2
-        theta, current = candidate - candidate.mean(), value
-        if np.max(np.abs(scale * step)) < tol or np.max(np.abs(grad)) < tol:
-            break
-    return theta - theta.mean()
-
-
-def bradley_terry_bootstrap(duels: pd.DataFrame, models: list[str], n_boot: int = 1000, prior: float = 0.5,
-                            seed: int = 0) -> np.ndarray:
-    """(n_boot, M) log-strengths refitted on duels resampled with replacement."""
-    rng = np.random.default_rng(seed)
-    out = np.full((n_boot, len(models)), np.nan)
-    if duels.empty:
-        return out
-    pos = {m: i for i, m in enumerate(models)}
-    a = np.array([pos[m] for m in duels["model_a"]], dtype=int)
-    b = np.array([pos[m] for m in duels["model_b"]], dtype=int)
-    score = duels["score_a"].to_numpy(dtype=float)
-    for r in range(n_boot):
-        pick = rng.integers(0, len(duels), size=len(duels))
-        out[r] = bradley_terry(_wins(a[pick], b[pick], score[pick], len(models)), prior=prior)
+def _solver_t(panel: Panel, point: np.ndarray, alpha: float) -> dict:
+    """Per solver: (lower, upper, reason) of its cold score, strata = (domain, author) of the environments."""
+    out = {}
+    for j, solver in enumerate(panel.solvers):
+        values = np.where(panel.peer[:, j], panel.p_cold[:, j], np.nan)
+        out[solver] = stratified_interval(float(point[j]), values, panel.domains, panel.authors, alpha)
     return out
 
 
-# ------------------------------------------------------------------------------------- transitivity
+def _t_columns(prefix: str, intervals: dict) -> dict:
+    names = list(intervals)
+    return {f"{prefix}_ci_lower": [intervals[n][0] for n in names], f"{prefix}_ci_upper": [intervals[n][1] for n in names],
+            f"{prefix}_ci_reason": [intervals[n][2] for n in names]}
 
 
-def cyclic_triads(wins: np.ndarray) -> tuple[float, float, float]:
-    """(c, c_max, zeta) of a round-robin tournament given points wins[i, j] (ties as halves).
+def _bradley_terry_columns(duels: pd.DataFrame, models: list[str], n_boot: int, prior: float, seed: int,
+                           alpha: float) -> tuple[dict, np.ndarray, np.ndarray, BTFit | None]:
+    """bt_strength with its interval and bt_rank per model; the points matrix of the models in duels, which of
+    their pairs dueled, and the point fit (None with fewer than 2 models)."""
+    wins = wins_matrix(duels, models) if len(duels) else np.zeros((len(models), len(models)))
+    in_duels = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", [])))
+    sub = [models.index(m) for m in in_duels]
+    played = np.zeros((len(models), len(models)), dtype=bool)
+    for a, b in duels[["model_a", "model_b"]].itertuples(index=False) if len(duels) else []:
+        played[models.index(a), models.index(b)] = played[models.index(b), models.index(a)] = True
+    theta, theta_lo, theta_hi = (np.full(len(models), np.nan) for _ in range(3))
+    fit = None
+    if len(in_duels) >= 2:
+        fit = bradley_terry_fit(wins[np.ix_(sub, sub)], prior=prior)
+        boot = bradley_terry_bootstrap(duels, in_duels, n_boot=n_boot, prior=prior, seed=seed)
+        lo, hi = percentile_interval(fit.theta, boot, alpha)
+        theta[sub], theta_lo[sub], theta_hi[sub] = fit.theta, lo, hi
+    cols = {"bt_strength": theta, "bt_strength_lower": theta_lo, "bt_strength_upper": theta_hi,
+            "bt_rank": rank_desc(theta)}
+    return cols, wins[np.ix_(sub, sub)], played[np.ix_(sub, sub)], fit
 
-    c = C(n,3) - sum_i [C(w_i, 2) + t_i/8] where w_i is i's points and t_i its number of tied games;
-    without ties this is Kendall & Babington Smith's count of cyclic triads.
-    """
-    wins = np.asarray(wins, dtype=float)
+
+def _transitivity(wins: np.ndarray, played: np.ndarray) -> dict:
+    """Cyclic triads and Kendall's zeta; on an incomplete tournament only the triples with all three duels
+    count and zeta (defined for round robins) is NaN."""
     n = wins.shape[0]
-    if n < 3:
-        return 0.0, 0.0, float("nan")
-    points = wins.sum(axis=1)
-    ties = np.sum(np.isclose(wins, 0.5) & np.isclose(wins.T, 0.5), axis=1)
-    c = math.comb(n, 3) - float(np.sum(points * (points - 1) / 2 + ties / 8))
-    c_max = (n ** 3 - n) / 24 if n % 2 else (n ** 3 - 4 * n) / 24
-    c = max(c, 0.0)
-    return c, c_max, 1.0 - c / c_max
+    complete = bool(played[~np.eye(n, dtype=bool)].all()) if n else True
+    c, c_max, zeta = cyclic_triads(wins) if wins.size else (0.0, 0.0, float("nan"))
+    observed, n_complete, n_triads = observed_triads(wins, played)
+    if not complete:
+        c, zeta = observed, float("nan")
+    return {"cyclic_triads": c, "cyclic_triads_max": c_max, "kendall_zeta": zeta,
+            "tournament_complete": complete, "n_triads": n_triads, "n_triads_complete": n_complete}
 
 
-# --------------------------------------------------------------------------------------------- all
+def _duel_family(duels: pd.DataFrame, alpha: float) -> dict:
+    """Duels decided after Holm's control over the whole family (needs the mart's lift_diff_se, diff_df)."""
+    if not len(duels) or "lift_diff_se" not in duels or "diff_df" not in duels:
+        return {"n_decisive_duels_holm": np.nan, "duel_decision_control": "none (each duel at its own level)"}
+    p = welch_p_value(duels["lift_diff"], duels["lift_diff_se"], duels["diff_df"])
+    return {"n_decisive_duels_holm": int(np.sum(holm(p) < alpha)), "duel_decision_control": HOLM}
+
+
+def _duel_record(duels: pd.DataFrame, models: list[str]) -> dict:
+    """Wins, ties and losses of each model in the duel table."""
+    record = {m: [0, 0, 0] for m in models}
+    for a, b, outcome in duels[["model_a", "model_b", "outcome"]].itertuples(index=False) if len(duels) else []:
+        if outcome == "tie":
+            record[a][1] += 1
+            record[b][1] += 1
+        else:
+            winner, loser = (a, b) if outcome == "a" else (b, a)
+            record[winner][0] += 1
+            record[loser][2] += 1
+    return {f"duel_{kind}": [record[m][i] for m in models] for i, kind in enumerate(("wins", "ties", "losses"))}
+
+
+def _role_separation(df: pd.DataFrame, panel: Panel, reps: dict, n_perm: int, seed: int, alpha: float) -> dict:
+    """Spearman rho between solver rank and author rank, its permutation p and bootstrap interval."""
+    both = df.dropna(subset=["solver_rank", "author_rank"])
+    x, y = -both["solver_rank"].to_numpy(), -both["author_rank"].to_numpy()
+    rho = spearman(x, y) if len(both) >= 2 else float("nan")
+    p_value, perms = permutation_pvalue(x, y, n_perm=n_perm, seed=seed) if len(both) >= 3 else (float("nan"), 0)
+    rho_lo = rho_hi = float("nan")
+    if len(both) >= 3:
+        s_idx = [panel.solvers.index(m) for m in both["model"]]
+        a_idx = [reps["authors"].index(m) for m in both["model"]]
+        rb = rowwise_spearman(reps["solver_boot"][:, s_idx], reps["hint_boot"][:, a_idx])
+        lo, hi = percentile_interval(np.array([rho]), rb[:, None], alpha)
+        rho_lo, rho_hi = float(lo[0]), float(hi[0])
+    return {"role_rho": rho, "role_rho_lower": rho_lo, "role_rho_upper": rho_hi, "role_p_value": p_value,
+            "role_n_permutations": perms, "role_n_models": len(both)}
+
+
+def _skill_tau(df: pd.DataFrame, skill_rank: dict[str, int] | None) -> float:
+    """Kendall tau between the documented skill order of simulated models and the solver ranking."""
+    if not skill_rank:
+        return float("nan")
+    ranked = df.dropna(subset=["solver_rank"])
+    ranked = ranked[ranked["model"].isin(list(skill_rank))]
+    if len(ranked) < 2:
+        return float("nan")
+    return kendall_tau(ranked["solver_rank"], [skill_rank[m] for m in ranked["model"]])
 
 
 def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
@@ -331,113 +280,32 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     ``skill_rank`` (documented order of simulated models, 1 = strongest) adds the Kendall tau between it and
     the solver ranking to the summary.
     """
+    if len(duels):  # the mart's row order is not deterministic; the duel bootstrap draws rows by position
+        duels = duels.sort_values(["model_a", "model_b"], kind="stable").reset_index(drop=True)
     panel = panel_from_stats(stats)
-    weights = cluster_weights(panel.authors, n_boot, seed)
-    ones = np.ones((1, len(panel.env_ids)))
-
-    solver_point = solver_scores(panel, ones)[0]
-    solver_boot = solver_scores(panel, weights)
-    hinted_point = solver_scores(panel, ones, hinted=True)[0]
-    hinted_boot = solver_scores(panel, weights, hinted=True)
-    peer_lift = env_peer_lift(panel)
-    authors, hint_point = author_scores(panel, peer_lift, ones)
-    _, hint_boot = author_scores(panel, peer_lift, weights)
-    disc = env_discrimination(panel)
-    _, design_point = author_scores(panel, disc, ones)
-    _, design_boot = author_scores(panel, disc, weights)
-    hint_point, design_point = hint_point[0], design_point[0]
-
-    models = sorted(set(panel.solvers) | set(authors) | set(duels.get("model_a", [])) | set(duels.get("model_b", [])))
+    blocks, reps = _scores(panel, cluster_weights(panel.authors, n_boot, seed), alpha)
+    models = sorted(set(panel.solvers) | set(reps["authors"]) | set(duels.get("model_a", []))
+                    | set(duels.get("model_b", [])))
     df = pd.DataFrame({"model": models})
-
-    def put(prefix: str, names: list[str], point: np.ndarray, boot: np.ndarray, rank: bool) -> None:
-        nonlocal df
-        lo, hi = percentile_interval(point, boot, alpha)
-        cols = {prefix: point, f"{prefix}_lower": lo, f"{prefix}_upper": hi}
-        if rank:
-            r_point, r_boot = rank_desc(point), rank_desc(boot)
-            r_lo, r_hi = percentile_interval(r_point, r_boot, alpha)
-            key = prefix.replace("_score", "")
-            cols.update({f"{key}_rank": r_point, f"{key}_rank_lower": r_lo, f"{key}_rank_upper": r_hi})
+    for names, cols in blocks:
         df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
-
-    put("solver_score", panel.solvers, solver_point, solver_boot, rank=True)
-    put("solver_hinted", panel.solvers, hinted_point, hinted_boot, rank=False)
-    put("author_score", authors, hint_point, hint_boot, rank=True)
-    put("design_score", authors, design_point, design_boot, rank=False)
-
-    # Bradley-Terry on the duels, and the duel record.
-    wins = wins_matrix(duels, models) if len(duels) else np.zeros((len(models), len(models)))
-    in_duels = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", [])))
-    sub = [models.index(m) for m in in_duels]
-    theta = np.full(len(models), np.nan)
-    theta_lo = np.full(len(models), np.nan)
-    theta_hi = np.full(len(models), np.nan)
-    if len(in_duels) >= 2:
-        point = bradley_terry(wins[np.ix_(sub, sub)], prior=bt_prior)
-        boot = bradley_terry_bootstrap(duels, in_duels, n_boot=n_boot, prior=bt_prior, seed=seed)
-        lo, hi = percentile_interval(point, boot, alpha)
-        theta[sub], theta_lo[sub], theta_hi[sub] = point, lo, hi
-    df["bt_strength"], df["bt_strength_lower"], df["bt_strength_upper"] = theta, theta_lo, theta_hi
-    df["bt_rank"] = rank_desc(theta)
-    record = {m: [0, 0, 0] for m in models}
-    for a, b, outcome in duels[["model_a", "model_b", "outcome"]].itertuples(index=False) if len(duels) else []:
-        if outcome == "tie":
-            record[a][1] += 1
-            record[b][1] += 1
-        else:
-            winner, loser = (a, b) if outcome == "a" else (b, a)
-            record[winner][0] += 1
-            record[loser][2] += 1
-    df["duel_wins"] = [record[m][0] for m in models]
-    df["duel_ties"] = [record[m][1] for m in models]
-    df["duel_losses"] = [record[m][2] for m in models]
+    bt_cols, wins, played, fit = _bradley_terry_columns(duels, models, n_boot, bt_prior, seed, alpha)
+    for name, values in {**bt_cols, **_duel_record(duels, models)}.items():
+        df[name] = values
     if skill_rank:
         df["sim_skill_rank"] = [skill_rank.get(m) for m in models]
-
-    # Transitivity of the duel tournament.
-    c, c_max, zeta = cyclic_triads(wins[np.ix_(sub, sub)]) if len(sub) else (0.0, 0.0, float("nan"))
-
-    # Role separation: solver rank vs author rank, for models ranked in both roles.
-    both = df.dropna(subset=["solver_rank", "author_rank"])
-    rho = spearman(-both["solver_rank"].to_numpy(), -both["author_rank"].to_numpy()) if len(both) >= 2 else float("nan")
-    p_value, perms = permutation_pvalue(-both["solver_rank"].to_numpy(), -both["author_rank"].to_numpy(),
-                                        n_perm=n_perm, seed=seed) if len(both) >= 3 else (float("nan"), 0)
-    rho_lo = rho_hi = float("nan")
-    if len(both) >= 3:
-        s_idx = [panel.solvers.index(m) for m in both["model"]]
-        a_idx = [authors.index(m) for m in both["model"]]
-        rb = _rowwise_spearman(solver_boot[:, s_idx], hint_boot[:, a_idx])
-        lo, hi = percentile_interval(np.array([rho]), rb[:, None], alpha)
-        rho_lo, rho_hi = float(lo[0]), float(hi[0])
-
-    tau = float("nan")
-    if skill_rank:
-        ranked = df.dropna(subset=["solver_rank"])
-        ranked = ranked[ranked["model"].isin(list(skill_rank))]
-        if len(ranked) >= 2:
-            tau = kendall_tau(ranked["solver_rank"], [skill_rank[m] for m in ranked["model"]])
-
+    for names, cols in reps["late"]:
+        df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
+    triads = _transitivity(wins, played)
     summary = pd.DataFrame([{
         "n_models": len(models), "n_envs": len(panel.env_ids), "n_boot": n_boot,
         "n_duels": len(duels), "n_decisive_duels": int((duels["outcome"] != "tie").sum()) if len(duels) else 0,
-        "cyclic_triads": c, "cyclic_triads_max": c_max, "kendall_zeta": zeta,
-        "role_rho": rho, "role_rho_lower": rho_lo, "role_rho_upper": rho_hi,
-        "role_p_value": p_value, "role_n_permutations": perms, "role_n_models": len(both),
-        "skill_order_kendall_tau": tau,
+        **{k: triads[k] for k in ("cyclic_triads", "cyclic_triads_max", "kendall_zeta")},
+        **_role_separation(df, panel, reps, n_perm, seed, alpha),
+        "skill_order_kendall_tau": _skill_tau(df, skill_rank),
+        # added after the older columns
+        "bt_converged": fit.converged if fit else None, "bt_iterations": fit.iterations if fit else 0,
+        **{k: triads[k] for k in ("tournament_complete", "n_triads", "n_triads_complete")},
+        **_duel_family(duels, alpha),
     }])
     return df.sort_values(["solver_rank", "model"], na_position="last").reset_index(drop=True), summary
-
-
-class _quiet_nanmean:
-    """Silence numpy's 'Mean of empty slice' / 'All-NaN slice' warnings (NaN is the intended answer)."""
-
-    def __enter__(self):
-        import warnings
-
-        self._ctx = warnings.catch_warnings()
-        self._ctx.__enter__()
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-
-    def __exit__(self, *exc):
-        return self._ctx.__exit__(*exc)

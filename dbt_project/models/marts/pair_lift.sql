@@ -1,6 +1,10 @@
 -- Per (author, solver): mean over the author's valid environments of the matched-seed lift (environments weigh
 -- equally), with a 95% cluster-bootstrap interval over environments (lift_lower, lift_upper). p_cold and
 -- p_hint are averaged the same way, so lift = p_hint - p_cold. Table contract: core/warehouse.py.
+-- lift_ci_lower / lift_ci_upper: the calibrated interval (Student t over the environments' lifts, as
+-- core/stats/intervals.py), NULL with lift_ci_reason below var min_envs_for_interval environments or when the
+-- environments do not vary. lift_lower / lift_upper stay the percentile bootstrap (too narrow below ~12
+-- environments: docs/STATISTICS.md) for the consumers that read them.
 {% set alpha = var('bootstrap_alpha') | float %}
 
 with stats as (
@@ -13,7 +17,8 @@ point as (
            sum(n_seeds) as n_matched,
            avg(p_cold) as p_cold,
            avg(p_hint) as p_hint,
-           avg(lift) as lift
+           avg(lift) as lift,
+           stddev_samp(lift) / sqrt(count(*)) as lift_se
     from stats
     group by author, solver
 ),
@@ -43,7 +48,12 @@ select p.author,
        p.p_hint::double as p_hint,
        p.lift::double as lift,
        least(coalesce(b.q_lower, p.lift), p.lift)::double as lift_lower,
-       greatest(coalesce(b.q_upper, p.lift), p.lift)::double as lift_upper
+       greatest(coalesce(b.q_upper, p.lift), p.lift)::double as lift_upper,
+       (case when {{ interval_reason('p.n_envs', 'p.lift_se') }} is null
+             then greatest(p.lift - {{ t_critical('p.n_envs - 1') }} * p.lift_se, -1) end)::double as lift_ci_lower,
+       (case when {{ interval_reason('p.n_envs', 'p.lift_se') }} is null
+             then least(p.lift + {{ t_critical('p.n_envs - 1') }} * p.lift_se, 1) end)::double as lift_ci_upper,
+       {{ interval_reason('p.n_envs', 'p.lift_se') }} as lift_ci_reason
 from point as p
 left join boot as b on b.author = p.author and b.solver = p.solver
 left join incomplete as i on i.author = p.author and i.solver = p.solver

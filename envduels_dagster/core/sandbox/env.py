@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import tempfile
 from typing import Any
 
-from envduels_dagster.core.sandbox import replies
+from envduels_dagster.core.sandbox import replies, workdirs
 from envduels_dagster.core.sandbox.channel import Channel, ChannelClosed
 from envduels_dagster.core.sandbox.launchers import Launcher, WorkerProcess, get_launcher
 from envduels_dagster.core.sandbox.limits import UID_BASE, UID_SPAN, SandboxError, SandboxLimits, worker_config
@@ -58,7 +57,7 @@ class SandboxedEnv:
     async def _start(self) -> None:
         lim = self.limits
         self._killed = False
-        self._workdir = tempfile.mkdtemp(prefix="envduels-sbx-")
+        self._workdir = workdirs.new_workdir()
         uid = self.uid = None
         if lim.drop_privileges and os.getuid() == 0:
             uid = self.uid = UID_BASE + secrets.randbelow(UID_SPAN)
@@ -82,6 +81,11 @@ class SandboxedEnv:
                 f"({hello.get('filesystem_error', 'unknown reason')}); run as root or enable user namespaces, "
                 "or set isolate_filesystem=False knowingly",
             )
+        if (lim.isolate_filesystem and lim.narrow_filesystem and lim.wrapper is None
+                and not hello.get("filesystem_narrowed")):
+            raise SandboxError("sandbox_unavailable",
+                               "cannot narrow the filesystem environment code sees "
+                               f"({hello.get('narrow_error', 'unknown reason')}); set narrow_filesystem=False knowingly")
         reply = await self._request(
             {"op": "load", "source": self.source, "class_name": self.class_name, "max_turns": self.max_turns},
             lim.load_timeout_s, "loading the environment", replies.check_load,
@@ -129,12 +133,12 @@ class SandboxedEnv:
 
     async def reset(self, seed: int) -> tuple[str, dict]:
         reply = await self._request({"op": "reset", "seed": seed}, self.limits.step_timeout_s, "reset()",
-                                    replies.check_reset)
+                                    replies.check_reset, self.limits.step_reply_bytes())
         return reply["observation"], reply["info"]
 
     async def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         reply = await self._request({"op": "step", "action": action}, self.limits.step_timeout_s, "step()",
-                                    replies.check_step)
+                                    replies.check_step, self.limits.step_reply_bytes())
         return reply["observation"], float(reply["reward"]), reply["terminated"], reply["truncated"], reply["info"]
 
     async def reference_actions(self, seed: int) -> list[str] | None:
@@ -153,12 +157,13 @@ class SandboxedEnv:
         """
         await self._request({"op": "sync"}, self.limits.step_timeout_s, "the closing check", replies.check_ok)
 
-    async def _request(self, msg: dict, timeout: float, what: str, check: replies.Check) -> dict:
+    async def _request(self, msg: dict, timeout: float, what: str, check: replies.Check,
+                       limit: int | None = None) -> dict:
         chan, proc = self._chan, self._proc
         if chan is None or proc is None or proc.exited or self._killed:
             raise SandboxError("crash", f"worker is not running (during {what})")
         try:
-            reply = await chan.call(msg, timeout, what)
+            reply = await chan.call(msg, timeout, what, limit)
         except ChannelClosed:
             raise await self._death_reason(what) from None
         except SandboxError:

@@ -102,6 +102,10 @@ class ForkServer:
                 [sys.executable, "-I", "-S", "-B", str(WORKER_SCRIPT), "--fork-server", str(theirs.fileno())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, env={}, cwd="/",
+                # Its own session: a signal to the orchestrator's process group (Ctrl-C, a
+                # supervisor's SIGKILL) must leave it alive long enough to see the control
+                # socket close, kill its workers and remove their working directories.
+                start_new_session=True,
             )
         except BaseException:
             ours.close()
@@ -115,8 +119,8 @@ class ForkServer:
     def alive(self) -> bool:
         return self.owner == os.getpid() and self.proc.poll() is None
 
-    def send(self, fds: list[int]) -> None:
-        socket.send_fds(self.sock, [b"spawn"], fds)
+    def send(self, fds: list[int], workdir: str) -> None:
+        socket.send_fds(self.sock, [b"spawn " + os.fsencode(workdir)], fds)
 
     def close(self) -> None:
         self.sock.close()  # the fork server kills its children and exits on end of file
@@ -161,7 +165,7 @@ class ForkServerPool:
             self.retired.remove(server)
             server.close()
 
-    def send(self, fds: list[int]) -> None:
+    def send(self, fds: list[int], workdir: str) -> None:
         with self.lock:
             self._hook_once()
             for attempt in (1, 2):
@@ -169,7 +173,7 @@ class ForkServerPool:
                     self._retire_locked()
                     self.current = ForkServer()
                 try:
-                    self.current.send(fds)
+                    self.current.send(fds, workdir)
                     return
                 except OSError:  # dead (EPIPE) or not reading (timeout)
                     self._retire_locked()
@@ -210,18 +214,18 @@ class ForkServerLauncher(Launcher):
 
     async def spawn(self, req_r: int, rep_w: int, workdir: str, limits: SandboxLimits):  # type: ignore[override]
         try:
-            return await self.fork(req_r, rep_w, limits.load_timeout_s)
+            return await self.fork(req_r, rep_w, workdir, limits.load_timeout_s)
         except SandboxError as exc:
             if exc.kind != "sandbox_unavailable":
                 raise
             # It cannot start, or dies at once: the same confinement, only slower.
             return await get_launcher("exec").spawn(req_r, rep_w, workdir, limits)
 
-    async def fork(self, req_r: int, rep_w: int, timeout: float) -> ForkedProcess:
+    async def fork(self, req_r: int, rep_w: int, workdir: str, timeout: float) -> ForkedProcess:
         for _attempt in (1, 2):
             status, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
-                self.pool.send([req_r, rep_w, theirs.fileno()])
+                self.pool.send([req_r, rep_w, theirs.fileno()], workdir)
             except OSError as exc:
                 status.close()
                 raise SandboxError("sandbox_unavailable", f"cannot reach the fork server: {exc}") from None

@@ -60,11 +60,16 @@ class SandboxLimits:
     max_open_files: int = 64
     max_file_size_mb: int = 1
     max_observation_chars: int = 20_000
-    max_reply_bytes: int = 4 * 1024 * 1024
+    max_reply_bytes: int = 4 * 1024 * 1024  # any reply line; reset/step replies: step_reply_bytes()
+    max_info_bytes: int = 64 * 1024  # an info dict, serialised
+    max_info_items: int = 10_000  # values in an info dict, containers included
     isolate_network: bool = True
     drop_privileges: bool = True
     isolate_filesystem: bool = True  # read-only view of the host, private tmpfs workdir of workdir_mb
     workdir_mb: int = 16
+    workdir_inodes: int = 2048  # files and directories in it: tmpfs inodes are unreclaimable kernel memory
+    narrow_filesystem: bool = True  # a root holding only /usr, /lib*, the stdlib view, /proc, devices
+    ipc_mb: int = 8  # System V shared memory in the worker's own IPC namespace
     seccomp: bool = True
     fork_server: bool = True
     wrapper: str | None = None
@@ -72,6 +77,11 @@ class SandboxLimits:
     def __post_init__(self) -> None:
         if self.wrapper not in WRAPPERS:
             raise ValueError(f"unknown sandbox wrapper {self.wrapper!r}; choose one of {WRAPPERS}")
+
+    def step_reply_bytes(self) -> int:
+        """The longest reset/step reply line: an observation of ``max_observation_chars`` (12 bytes
+        each at worst, a surrogate pair as JSON escapes it), an info of ``max_info_bytes``, the rest."""
+        return 12 * self.max_observation_chars + self.max_info_bytes + 1024
 
     @property
     def launcher(self) -> str:

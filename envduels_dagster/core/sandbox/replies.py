@@ -52,11 +52,26 @@ def json_depth(value: Any, limit: int) -> int:
     return deepest
 
 
-def _info_problem(info: Any) -> str | None:
+def json_items(value: Any, limit: int) -> int:
+    """Values in a decoded JSON value (containers included), iteratively; stops counting past ``limit``."""
+    stack, count = [value], 0
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+def _info_problem(info: Any, lim: SandboxLimits) -> str | None:
     if not isinstance(info, dict):
         return f"info is a {type(info).__name__}, not a dict"
     if json_depth(info, MAX_INFO_DEPTH) > MAX_INFO_DEPTH:
         return f"info is nested deeper than {MAX_INFO_DEPTH} levels"
+    if json_items(info, lim.max_info_items) > lim.max_info_items:
+        return f"info holds more than {lim.max_info_items} values"
     return None
 
 
@@ -72,7 +87,7 @@ def check_load(r: dict, lim: SandboxLimits) -> str | None:
 
 def check_reset(r: dict, lim: SandboxLimits) -> str | None:
     observation = _text_problem(r.get("observation"), "the observation", lim.max_observation_chars)
-    return observation or _info_problem(r.get("info"))
+    return observation or _info_problem(r.get("info"), lim)
 
 
 def check_step(r: dict, lim: SandboxLimits) -> str | None:

@@ -12,6 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from envduels_dagster.core.stats.bootstrap import cluster_bootstrap_mean
+from envduels_dagster.core.stats.intervals import mean_interval
+from envduels_dagster.core.stats.rules import admits, categorize
+
 
 def matched_seeds(episodes: pd.DataFrame) -> pd.DataFrame:
     """One row per (env, solver, seed) with y_cold and y_hint, completed conditions only."""
@@ -39,49 +43,35 @@ def env_solver_stats(episodes: pd.DataFrame) -> pd.DataFrame:
     key = list(zip(out["env_id"], out["author"], out["solver"]))
     out["rescue"] = [rescue.get(k, np.nan) for k in key]
     out["harm"] = [harm.get(k, np.nan) for k in key]
-    out["category"] = np.where(out["p_cold"] > 0, "wasted", np.where(out["p_hint"] > 0, "learnable", "noise"))
+    out["category"] = categorize(out["p_cold"].to_numpy(), out["p_hint"].to_numpy())
     return out
 
 
-def cluster_bootstrap_mean(values_by_cluster: list[np.ndarray], n_boot: int = 1000, alpha: float = 0.05,
-                           seed: int = 0) -> tuple[float, float, float]:
-    """Mean over clusters of each cluster's mean, with a percentile interval resampling whole clusters.
-
-    Each cluster (an environment) weighs the same, as in the definition of pair lift;
-    its seeds stay together so the cold/hinted pairing survives resampling.
-    """
-    means = np.array([float(np.mean(v)) for v in values_by_cluster if len(v)], dtype=float)
-    if means.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    estimate = float(means.mean())
-    if means.size == 1:
-        return estimate, estimate, estimate
-    rng = np.random.default_rng(seed)
-    boots = means[rng.integers(0, means.size, size=(n_boot, means.size))].mean(axis=1)
-    lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
-    return estimate, float(min(lo, estimate)), float(max(hi, estimate))
-
-
 def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
-    """Mean matched-seed lift per (author, solver) with a cluster-bootstrap 95% interval.
+    """Mean matched-seed lift per (author, solver) with a cluster-bootstrap 95% interval (lift_lower/_upper)
+    and the calibrated Student-t interval over environments (lift_ci_lower/_upper, NaN with lift_ci_reason
+    when not given; core/stats/intervals.py).
 
     Environments weigh equally (DESIGN §6), for p_cold and p_hint too, so lift = p_hint - p_cold.
-    The dbt model ``pair_lift`` computes the same figures in SQL (its interval from hash-seeded draws).
+    The dbt model ``pair_lift`` computes the same figures in SQL (its bootstrap from hash-seeded draws; the
+    t interval identical).
     """
     cols = ["author", "solver", "is_self_pair", "n_envs", "n_matched", "n_incomplete", "p_cold", "p_hint",
-            "lift", "lift_lower", "lift_upper"]
+            "lift", "lift_lower", "lift_upper", "lift_ci_lower", "lift_ci_upper", "lift_ci_reason"]
     m = matched_seeds(episodes)
     rows = []
     incomplete = episodes[episodes["status"] == "incomplete"].groupby(["author", "solver"]).size()
     for (author, solver), grp in m.groupby(["author", "solver"]):
         clusters = [(e["y_hint"] - e["y_cold"]).to_numpy() for _, e in grp.groupby("env_id")]
         lift, lo, hi = cluster_bootstrap_mean(clusters, n_boot=n_boot)
+        ci = mean_interval([float(np.mean(c)) for c in clusters])
         rows.append({"author": author, "solver": solver, "is_self_pair": author == solver,
                      "n_envs": grp["env_id"].nunique(), "n_matched": len(grp),
                      "n_incomplete": int(incomplete.get((author, solver), 0)),
                      "p_cold": grp.groupby("env_id")["y_cold"].mean().mean(),
                      "p_hint": grp.groupby("env_id")["y_hint"].mean().mean(),
-                     "lift": lift, "lift_lower": lo, "lift_upper": hi})
+                     "lift": lift, "lift_lower": lo, "lift_upper": hi, "lift_ci_lower": ci.lower,
+                     "lift_ci_upper": ci.upper, "lift_ci_reason": ci.reason})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -91,5 +81,5 @@ def training_candidates(stats: pd.DataFrame, learner: str, max_cold: float = 0.0
     s = stats[stats["solver"] == learner]
     if not include_self_authored:
         s = s[s["author"] != learner]
-    keep = s[(s["p_cold"] <= max_cold) & (s["p_hint"] >= min_hint)]
+    keep = s[admits(s["p_cold"].to_numpy(), s["p_hint"].to_numpy(), max_cold, min_hint)]
     return keep.sort_values(["lift", "env_id"], ascending=[False, True]).reset_index(drop=True)

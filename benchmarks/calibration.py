@@ -1,0 +1,242 @@
+"""Calibration: do the published intervals cover the truth, and are null duels decided? (issue 16)
+
+    .venv/bin/python benchmarks/calibration.py [--envs 3 6 12 30] [--groups 25] [--seeds 4] [--n-boot 1000]
+
+Why synthetic warehouses: only there is the truth known. Each warehouse holds ``groups`` independent
+tournaments of 4 models (every model authors and solves); a tournament is drawn from a hierarchy:
+
+* environment e of author a: a base cold rate b_e ~ U(0.05, 0.30) + shift_a (shift 0, .05, 0, .05);
+* solver s on e: p_cold = b_e + skill_s (skill 0, .05, .10, .15), p_hint = p_cold + L_es with
+  L_es = delta + u_e + v_es, u_e ~ U(-.1, .1) shared by the solvers of e, v_es ~ U(-.05, .05);
+* ``seeds`` paired seeds per (e, s): y_cold ~ Bernoulli(p_cold), y_hint ~ Bernoulli(p_hint).
+
+So every pair's population lift is delta (0.2): every duel is null (both sides equal), every author's hint
+score is delta, a solver's cold score is mean_a(E[b] + shift_a) + skill_s over the other authors, and an
+author's design score (shift invariant) is disc(skills of its peers), its seed-noise-free value.
+The warehouse goes through the product's own code paths: the dbt marts via the Dagster asset (``dbt build``
+on a temporary DuckDB file), ``core.stats.pair_lift`` (the Python bootstrap) and ``core.rankings``.
+Printed: coverage of every interval (share of intervals containing the truth), its mean width, the
+false-decision rate of the null duels, the mean bias of the design score; n = intervals checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DELTA = 0.2
+SKILL = np.array([0.0, 0.05, 0.10, 0.15])
+SHIFT = np.array([0.0, 0.05, 0.0, 0.05])
+BASE = (0.05, 0.30)
+
+
+def tournament(rng: np.random.Generator, group: int, envs: int, seeds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Episode rows of one 4-model tournament (models g###.m0..m3), and the true rates per (env, solver)."""
+    names = [f"g{group:03d}.m{i}" for i in range(4)]
+    frames, truth = [], []
+    for a, author in enumerate(names):
+        base = rng.uniform(*BASE, envs) + SHIFT[a]
+        u = rng.uniform(-0.1, 0.1, envs)
+        for s, solver in enumerate(names):
+            p_cold = base + SKILL[s]
+            p_hint = p_cold + DELTA + u + rng.uniform(-0.05, 0.05, envs)
+            truth.append(pd.DataFrame({"env_id": [f"{author}.e{e:02d}" for e in range(envs)], "solver": solver,
+                                       "true_cold": p_cold, "true_hint": p_hint}))
+            cold = rng.random((envs, seeds)) < p_cold[:, None]
+            hint = rng.random((envs, seeds)) < p_hint[:, None]
+            env = np.repeat([f"{author}.e{e:02d}" for e in range(envs)], seeds)
+            seed = np.tile(np.arange(seeds), envs)
+            for cond, y in (("cold", cold), ("hinted", hint)):
+                frames.append(pd.DataFrame({"env_id": env, "author": author, "solver": solver, "condition": cond,
+                                            "seed": seed, "status": np.where(y.ravel(), "success", "failure")}))
+    return pd.concat(frames, ignore_index=True), pd.concat(truth, ignore_index=True)
+
+
+def truths(names: list[str]) -> dict[str, dict[str, float]]:
+    """Population values of every published figure of one tournament."""
+    from envduels_dagster.core.stats import discrimination
+
+    mean_base = np.mean(BASE)
+    solver = {m: float(np.mean([mean_base + SHIFT[a] for a in range(4) if a != s]) + SKILL[s])
+              for s, m in enumerate(names)}
+    design = {m: discrimination(np.delete(SKILL, a)) for a, m in enumerate(names)}
+    squared = {}
+    for a, m in enumerate(names):
+        p = np.delete(SKILL, a)
+        squared[m] = float((len(p) * (p ** 2).sum() - p.sum() ** 2) / (len(p) ** 2 // 4))
+    return {"solver_score": solver, "solver_hinted": {m: v + DELTA for m, v in solver.items()},
+            "author_score": {m: DELTA for m in names}, "design_score": design, "design_score_corrected": squared}
+
+
+def admission_rows(envs: int, stats: pd.DataFrame, true_rates: pd.DataFrame) -> list[dict]:
+    """Training admission on every peer (environment, solver): the fixed rule vs the posterior probability.
+
+    Truly learnable: true cold rate <= 0.25 and true hinted rate >= 0.5 (the posterior's definition)."""
+    from envduels_dagster.core.stats import admits, learnable_probability
+    from envduels_dagster.core.stats.admission import fit_beta_prior
+
+    s = stats[~stats["is_self_pair"]].merge(true_rates, on=["env_id", "solver"])
+    truth = (s["true_cold"] <= 0.25) & (s["true_hint"] >= 0.5)
+    n = s["n_seeds"].to_numpy(float)
+    cold, hint = np.rint(s["p_cold"] * n), np.rint(s["p_hint"] * n)
+    jeffreys = learnable_probability(cold, hint, n)
+    # empirical Bayes per learner, as admission_table does
+    empirical = np.zeros(len(s))
+    for solver in s["solver"].unique():
+        m = (s["solver"] == solver).to_numpy()
+        empirical[m] = learnable_probability(cold[m], hint[m], n[m], 0.25, 0.5, fit_beta_prior(cold[m], n[m]),
+                                             fit_beta_prior(hint[m], n[m]))
+    out = []
+    truth = truth.to_numpy()
+    for name, admitted, prob in (
+            ("rule p_cold=0 & p_hint>=.5", admits(s["p_cold"].to_numpy(), s["p_hint"].to_numpy()), None),
+            ("P(learnable)>=.5 Jeffreys", jeffreys >= 0.5, jeffreys),
+            ("P(learnable)>=.5 empirical", empirical >= 0.5, empirical)):
+        false = float((~truth[admitted]).mean()) if admitted.any() else float("nan")
+        note = (f"admitted {int(admitted.sum())}/{int(truth.sum())} learnable, false {false:.3f}, "
+                f"missed {float((~admitted[truth]).mean()) if truth.any() else float('nan'):.3f}")
+        if prob is not None and admitted.any():
+            note += f", expected false {float((1 - prob[admitted]).mean()):.3f}"
+        out.append({"envs": envs, "figure": f"admission: {name}", "path": "python", "n": len(s),
+                    "reported": float("nan"), "coverage": float("nan"), "width": float("nan"), "note": note})
+    return out
+
+
+def build_warehouse(db: Path, episodes: pd.DataFrame) -> None:
+    """Write the episodes and their environments, then run the dbt marts as the product does."""
+    import dagster as dg
+    import duckdb
+    from dagster_duckdb import DuckDBResource
+
+    from envduels_dagster.assets.marts import dbt_marts, dbt_resource
+    from envduels_dagster.core.warehouse import ensure_schema
+
+    episodes = episodes.assign(is_self_pair=episodes["author"] == episodes["solver"])
+    envs = episodes.drop_duplicates("env_id")[["env_id", "author"]].assign(
+        round=0, domain="synthetic", family="synthetic", valid=True, source="class Env:\n    pass\n")
+    names = sorted(set(episodes["author"]))
+    registry = pd.DataFrame({"name": names, "model": [f"openai/{n}" for n in names]})
+    with duckdb.connect(str(db)) as conn:
+        ensure_schema(conn)
+        for table, df in (("episodes", episodes), ("environments", envs), ("model_registry", registry)):
+            conn.register("df", df)
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM df")
+            conn.unregister("df")
+    result = dg.materialize([dbt_marts], instance=dg.DagsterInstance.ephemeral(),
+                            resources={"dbt": dbt_resource(), "warehouse": DuckDBResource(database=str(db))},
+                            run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
+                            raise_on_error=False)
+    if not result.success:
+        raise SystemExit(f"dbt marts failed on {db}")
+
+
+def covered(lo, hi, truth) -> np.ndarray:
+    lo, hi, truth = (np.asarray(x, dtype=float) for x in (lo, hi, truth))
+    return (lo <= truth + 1e-12) & (truth <= hi + 1e-12)
+
+
+def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, seed: int) -> list[dict]:
+    """Every calibration figure at ``envs`` environments per author."""
+    import duckdb
+
+    from envduels_dagster.core.rankings import compute_rankings
+    from envduels_dagster.core.stats import pair_lift
+
+    rng = np.random.default_rng(seed + envs)
+    drawn = [tournament(rng, g, envs, seeds) for g in range(groups)]
+    episodes = pd.concat([e for e, _ in drawn], ignore_index=True)
+    true_rates = pd.concat([t for _, t in drawn], ignore_index=True)
+    db = workdir / f"calibration-{envs}.duckdb"
+    t0 = time.perf_counter()
+    build_warehouse(db, episodes)
+    t_dbt = time.perf_counter() - t0
+    with duckdb.connect(str(db), read_only=True) as conn:
+        sql_lift = conn.execute("SELECT * FROM pair_lift").df()
+        duels = conn.execute("SELECT * FROM duels").df()
+        stats = conn.execute("SELECT * FROM env_solver_stats").df()
+    rows = []
+
+    def add(figure: str, path: str, lo, hi, truth, extra: str = "") -> None:
+        """Coverage over the intervals actually reported (NULL = "insufficient data" is not an interval)."""
+        lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+        shown = ~(np.isnan(lo) | np.isnan(hi))
+        ok = covered(lo, hi, np.broadcast_to(np.asarray(truth, dtype=float), lo.shape))[shown]
+        rows.append({"envs": envs, "figure": figure, "path": path, "n": int(shown.size),
+                     "reported": float(shown.mean()), "coverage": float(ok.mean()) if ok.size else float("nan"),
+                     "width": float(np.mean(hi[shown] - lo[shown])) if ok.size else float("nan"), "note": extra})
+
+    add("pair_lift bootstrap", "dbt", sql_lift["lift_lower"], sql_lift["lift_upper"], DELTA)
+    py = pair_lift(episodes, n_boot=n_boot)
+    add("pair_lift bootstrap", "python", py["lift_lower"], py["lift_upper"], DELTA)
+    if "lift_ci_lower" in sql_lift:
+        add("pair_lift t (lift_ci)", "dbt", sql_lift["lift_ci_lower"], sql_lift["lift_ci_upper"], DELTA)
+        add("pair_lift t (lift_ci)", "python", py["lift_ci_lower"], py["lift_ci_upper"], DELTA)
+    decided = (duels["outcome"] != "tie").to_numpy()
+    add("duels lift_diff (null)", "dbt", duels["lift_diff_lower"], duels["lift_diff_upper"], 0.0,
+        extra=f"decided {decided.mean():.3f} of {len(duels)}")
+
+    rows += admission_rows(envs, stats, true_rates)
+    per_fig: dict[str, list] = {}
+    t1 = time.perf_counter()
+    for g in range(groups):
+        prefix = f"g{g:03d}."
+        mine_stats = stats[stats["author"].str.startswith(prefix)]
+        mine_duels = duels[duels["model_a"].str.startswith(prefix)]
+        table, summary = compute_rankings(mine_stats, mine_duels, n_boot=n_boot, seed=g)
+        truth = truths(sorted(table["model"]))
+        for fig, values in truth.items():
+            t = table["model"].map(values)
+            per_fig.setdefault(fig, []).append((table[f"{fig}_lower"], table[f"{fig}_upper"], t, table[fig]))
+            if f"{fig}_ci_lower" in table:
+                per_fig.setdefault(f"{fig} t (_ci)", []).append(
+                    (table[f"{fig}_ci_lower"], table[f"{fig}_ci_upper"], t, table[fig]))
+        per_fig.setdefault("role_rho", []).append(summary[["role_p_value"]])
+    t_rank = time.perf_counter() - t1
+    for fig in ("solver_score", "solver_score t (_ci)", "solver_hinted", "author_score", "author_score t (_ci)",
+                "design_score", "design_score_corrected", "design_score_corrected t (_ci)"):
+        if fig not in per_fig:
+            continue
+        lo, hi, t, est = (pd.concat([x[i] for x in per_fig[fig]]) for i in range(4))
+        add(fig, "python", lo, hi, t, extra=f"bias {float((est - t).mean()):+.3f}")
+    p = pd.concat(per_fig["role_rho"])["role_p_value"]
+    rows.append({"envs": envs, "figure": "role_rho p<0.05 (null)", "path": "python", "n": int(p.notna().sum()),
+                 "reported": float("nan"), "coverage": float("nan"), "width": float("nan"),
+                 "note": f"rejected {float((p < 0.05).mean()):.3f} (4 models: exact p >= 1/12)"})
+    print(f"  {envs} envs/author: {len(episodes):,} episode rows, dbt {t_dbt:.1f}s, rankings {t_rank:.1f}s",
+          flush=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", type=int, nargs="+", default=[3, 6, 12, 30])
+    parser.add_argument("--groups", type=int, default=25, help="independent 4-model tournaments per size")
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="envduels-calibration-"))
+    try:
+        rows = [r for envs in args.envs for r in one_size(envs, args.groups, args.seeds, args.n_boot, workdir,
+                                                          args.seed)]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    df = pd.DataFrame(rows)
+    print(f"\nnominal 95% intervals; {args.groups} tournaments of 4 models per size, {args.seeds} seeds; "
+          f"goal: coverage >= 0.93, null duels decided <= 0.05")
+    with pd.option_context("display.width", 200, "display.max_rows", 200):
+        print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
