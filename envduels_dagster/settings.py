@@ -47,10 +47,17 @@ def storage_profile() -> str:
 
 
 def postgres_url() -> str:
+    """ENVDUELS_POSTGRES_URL as libpq reads it (the call cache, DuckLake's catalog).
+
+    Written ``postgresql+psycopg2://...`` it also serves the Dagster instance (deploy/dagster-postgres.yaml):
+    dagster-postgres needs psycopg2, and SQLAlchemy 2.1 picks psycopg 3 for a bare ``postgresql://``."""
     url = os.environ.get("ENVDUELS_POSTGRES_URL", "").strip()
+    for prefix in ("postgresql+psycopg2://", "postgres+psycopg2://"):
+        if url.startswith(prefix):
+            url = "postgresql://" + url[len(prefix):]
     if not url.startswith(("postgresql://", "postgres://")):
-        raise ValueError("ENVDUELS_STORAGE=shared needs ENVDUELS_POSTGRES_URL=postgresql://user:password@host:port/db "
-                         f"(got {url[:40]!r})")
+        raise ValueError("ENVDUELS_STORAGE=shared needs ENVDUELS_POSTGRES_URL=postgresql+psycopg2://user:password@host:port/db "
+                         f"(got {url.split('@')[-1][:40]!r})")
     return url
 
 
