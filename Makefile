@@ -5,13 +5,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test ui clean
+.PHONY: install demo test ui snapshot clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,shared]'
-	cd dbt_project && DBT_PROFILES_DIR=. DBT_SEND_ANONYMOUS_USAGE_STATS=false ../$(VENV)/bin/dbt parse --quiet
+	# The dbt manifest the marts' assets are built from (loading the definitions never parses).
+	cd dbt_project && DBT_PROFILES_DIR=. DBT_SEND_ANONYMOUS_USAGE_STATS=false ../$(VENV)/bin/envduels-dbt parse --quiet
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -24,6 +25,11 @@ test: $(STAMP)
 
 ui: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/envduels ui
+
+# After an intended change to assets, checks, jobs, sensors or schedules: rewrite the
+# code-location snapshot that tests/test_code_location.py compares against, then review the diff.
+snapshot: $(STAMP)
+	env -u ENVDUELS_ROUNDS -u ENVDUELS_STALE_CRON $(PY) tests/code_location.py --update
 
 clean:
 	rm -rf $(VENV) data

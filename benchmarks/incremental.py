@@ -26,7 +26,7 @@ import dagster as dg  # noqa: E402
 
 from envduels_dagster.core.staleness import new_model_plan  # noqa: E402
 from envduels_dagster.demo import materialize_all  # noqa: E402
-from envduels_dagster.partitions import pair_key, register_models  # noqa: E402
+from envduels_dagster.assets.registry.partitions import pair_key, register_models  # noqa: E402
 from envduels_dagster.sim.profiles import PROFILES  # noqa: E402
 from tests.conftest import pipeline_resources, write_registry  # noqa: E402
 
@@ -74,7 +74,8 @@ def main() -> None:
         write_registry(registry, names)
         new, pairs = new_model_plan(names, instance.get_dynamic_partitions("models"))
         register_models(instance, names)
-        from envduels_dagster.assets import authored_environments, duel_episodes
+        from envduels_dagster.assets.authoring.assets import authored_environments
+        from envduels_dagster.assets.duels.assets import duel_episodes
 
         t0 = time.perf_counter()
         for author in new:

@@ -70,8 +70,12 @@ def main() -> int:
     import duckdb
     from dagster_duckdb import DuckDBResource
 
-    from envduels_dagster.assets.marts import dbt_marts, dbt_resource
-    from envduels_dagster.assets.rankings import rankings
+    from envduels_dagster.assets.marts.assets import rankings
+    from envduels_dagster.assets.marts.dbt import build_dbt_marts, dbt_resource
+    from envduels_dagster.assets.marts.project import prepare_manifest
+
+    prepare_manifest()
+    dbt_marts = build_dbt_marts()
     from envduels_dagster.core.warehouse import ensure_schema
 
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="envduels-bench-"))

@@ -67,7 +67,7 @@ def timed(label: str, fn, figures: dict):
 def sensor_ticks(registry: Path, home: Path, n: int, figures: dict) -> None:
     import dagster as dg
 
-    from envduels_dagster.sensors import new_models_sensor
+    from envduels_dagster.assets.registry.sensors import new_models_sensor
 
     os.environ["ENVDUELS_REGISTRY"] = str(registry)
     home.mkdir(parents=True, exist_ok=True)
@@ -100,7 +100,7 @@ def seed_materializations(home: Path, n: int, figures: dict) -> None:
     """One materialization per author and pair partition, as a finished demo would leave."""
     import dagster as dg
 
-    from envduels_dagster.partitions import pair_key, register_models
+    from envduels_dagster.assets.registry.partitions import pair_key, register_models
 
     def go():
         instance = dg.DagsterInstance.local_temp(str(home))
@@ -128,7 +128,7 @@ def child_env(home: Path, registry: Path) -> dict:
 def load_graph(home: Path, registry: Path, figures: dict) -> None:
     env = child_env(home, registry)
     code = ("import time; t=time.perf_counter(); import envduels_dagster.definitions as d; t1=time.perf_counter(); "
-            "g=d.defs.resolve_asset_graph(); n=len(list(g.get_all_asset_keys())); t2=time.perf_counter(); "
+            "g=d.defs().resolve_asset_graph(); n=len(list(g.get_all_asset_keys())); t2=time.perf_counter(); "
             "print(f'{t1-t:.3f} {t2-t1:.3f} {n}')")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     imp, resolve, count = out.stdout.split()[-3:]

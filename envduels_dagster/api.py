@@ -8,8 +8,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def exports_root(home: str | Path | None = None) -> Path:
@@ -28,6 +30,8 @@ def latest_export_dir(learner: str, home: str | Path | None = None) -> Path:
 
 def load_training_set(learner: str, home: str | Path | None = None, verify: bool = True) -> pd.DataFrame:
     """The learner's latest training rows (``train.parquet``), checked against their hashes by default."""
+    import pandas as pd
+
     from envduels_dagster.core.training_export import verify_export
 
     root = latest_export_dir(learner, home)

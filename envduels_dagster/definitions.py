@@ -1,54 +1,62 @@
-"""The one Dagster code location: assets, resources (and, as they arrive, checks, sensors, schedules).
+"""The one Dagster code location (location ``envduels`` in workspace.yaml): every area's definitions, merged.
 
-Loading this module must stay fast: litellm, dbt and great-expectations are
-imported only inside resources and asset bodies.
+Why so small: each area (``assets/<area>/definitions.py``) declares its own assets, checks,
+jobs, sensors and schedules; the root only merges them and applies what is cross-cutting
+(resources, the executor, the automation sensor). Importing this module does nothing but
+import Dagster: ``defs`` is lazy (``@dg.definitions``), built when Dagster loads the location
+or a caller calls it, and even then nothing is written and no environment variable changes.
+File locations are resolved when a run starts (``resources/paths.py``); the dbt manifest is
+prepared by ``make install`` / the demo (``assets/marts/project.py``), never by loading.
 """
 
 from __future__ import annotations
 
-import os
+import functools
 
 import dagster as dg
-from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets import ALL_ASSETS
-from envduels_dagster.assets.marts import dbt_resource
-from envduels_dagster.checks import ALL_CHECKS
-from envduels_dagster.jobs import author_job, pair_job
-from envduels_dagster.schedules import stale_authors_schedule, stale_pairs_schedule
-from envduels_dagster.sensors import automation_sensor, new_models_sensor
-from envduels_dagster.core.registry import registry_path
-from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
-from envduels_dagster.settings import cache_path, warehouse_path
+AREAS = ("registry", "authoring", "duels", "rounds", "marts", "training", "studies")
+
+# Runs launched from the UI/daemon execute steps in subprocesses. A forkserver with the heavy
+# libraries preloaded spares every step (and every great-expectations check) their ~3-4 s imports.
+EXECUTOR = dg.multiprocess_executor.configured({
+    "max_concurrent": 2,
+    "start_method": {"forkserver": {"preload_modules": [
+        "envduels_dagster.definitions", "dagster_dbt", "pandas", "great_expectations"]}},
+})
 
 
 def build_resources(**overrides: object) -> dict[str, object]:
-    """Resources for runs, from ENVDUELS_* environment variables; tests pass overrides."""
-    os.environ.setdefault("ENVDUELS_REGISTRY", str(registry_path()))
+    """Resources for runs; their paths default to ENVDUELS_REGISTRY / ENVDUELS_HOME, read at run time."""
+    from envduels_dagster.assets.marts.dbt import dbt_resource
+    from envduels_dagster.resources import DuelSettings, SandboxResource
+    from envduels_dagster.resources.paths import HomeGatewayResource, WarehouseResource
+
     resources: dict[str, object] = {
-        "gateway": GatewayResource(registry_path=dg.EnvVar("ENVDUELS_REGISTRY"), cache_path=str(cache_path())),
+        "gateway": HomeGatewayResource(),
         "sandbox": SandboxResource(),
         "settings": DuelSettings(),
-        "warehouse": DuckDBResource(database=str(warehouse_path())),
+        "warehouse": WarehouseResource(),
         "dbt": dbt_resource(),
     }
     resources.update(overrides)
     return resources
 
 
-# Runs launched from the UI/daemon execute steps in subprocesses. A forkserver with the heavy
-# libraries preloaded spares every step (and every great-expectations check) their ~3-4 s imports.
-EXECUTOR = dg.multiprocess_executor.configured({
-    "max_concurrent": 2,
-    "start_method": {"forkserver": {"preload_modules": ["envduels_dagster.definitions", "great_expectations"]}},
-})
+@functools.cache
+def build_definitions() -> dg.Definitions:
+    """Every area's ``defs()`` merged with the shared resources, executor and automation sensor (built once)."""
+    import importlib
 
-defs = dg.Definitions(
-    assets=ALL_ASSETS,
-    asset_checks=ALL_CHECKS,
-    jobs=[author_job, pair_job],
-    sensors=[new_models_sensor, automation_sensor],
-    schedules=[stale_authors_schedule, stale_pairs_schedule],
-    resources=build_resources(),
-    executor=EXECUTOR,
-)
+    areas = [importlib.import_module(f"envduels_dagster.assets.{area}.definitions").defs() for area in AREAS]
+    # Dagster's default automation sensor starts stopped; this one runs, so marts, rankings and
+    # training sets follow finished pair runs (assets opt in with AFTER_PAIRS).
+    automation = dg.AutomationConditionSensorDefinition(
+        "envduels_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING)
+    return dg.Definitions.merge(*areas, dg.Definitions(sensors=[automation], resources=build_resources(),
+                                                       executor=EXECUTOR))
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions()

@@ -31,7 +31,7 @@ def prepare_instance_home() -> Path:
 
 
 def _partitions_kind(asset) -> str:
-    from envduels_dagster.partitions import models_partitions, pair_partitions, solver_partitions
+    from envduels_dagster.assets.registry.partitions import models_partitions, pair_partitions, solver_partitions
 
     pd = asset.partitions_def
     if pd is None:
@@ -54,20 +54,22 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
 
     Order: registry -> for each round: authors, then pairs -> every unpartitioned
     downstream asset in one run (marts, rankings; Dagster orders them) -> per-learner
-    assets. New asset modules join automatically through ``ALL_ASSETS``.
+    assets. New assets join automatically through the areas' definitions.
     """
     import dagster as dg
 
-    from envduels_dagster.assets import ALL_ASSETS
-    from envduels_dagster.assets.registry import model_registry
-    from envduels_dagster.checks import ALL_CHECKS
+    from envduels_dagster.assets.marts.project import prepare_manifest
+    from envduels_dagster.assets.registry.assets import model_registry
+    from envduels_dagster.assets.registry.partitions import pair_key, register_models
     from envduels_dagster.core.registry import load_registry
-    from envduels_dagster.definitions import build_resources
-    from envduels_dagster.partitions import pair_key, register_models
+    from envduels_dagster.definitions import build_definitions, build_resources
 
+    prepare_manifest()  # the dbt marts need a current manifest; loading the definitions never parses
+    defs = build_definitions()
+    ALL_ASSETS, ALL_CHECKS = list(defs.assets), list(defs.asset_checks)
     resources = resources or build_resources()
     path = resources["gateway"].registry_path
-    registry = load_registry(path.get_value() if isinstance(path, dg.EnvVar) else path)  # fails before any run
+    registry = load_registry((path.get_value() if isinstance(path, dg.EnvVar) else path) or None)  # fails before any run
     names = names or registry.names
     new = register_models(instance, registry.names)
     log(f"registry {registry.path}: {len(registry.names)} models ({len(new)} newly registered as partitions)")

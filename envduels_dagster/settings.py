@@ -3,6 +3,10 @@
 Why one root: the warehouse, the call cache, the Dagster instance and the
 exports move, back up and get deleted together. The directory is private
 (0700) so sandboxed environment code, which runs as another uid, cannot read it.
+
+These functions create the directory they return, so only code that runs (a step, the
+CLI, the demo) calls them; loading the definitions never does (resources/paths.py
+resolves its paths when a run starts).
 """
 
 from __future__ import annotations

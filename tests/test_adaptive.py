@@ -174,8 +174,9 @@ def test_duel_episodes_with_adaptive_sampling_writes_consistent_pairs(tmp_path, 
     import dagster as dg
     import duckdb
 
-    from envduels_dagster.assets import authored_environments, duel_episodes
-    from envduels_dagster.partitions import pair_key, register_models
+    from envduels_dagster.assets.authoring.assets import authored_environments
+    from envduels_dagster.assets.duels.assets import duel_episodes
+    from envduels_dagster.assets.registry.partitions import pair_key, register_models
     from envduels_dagster.resources import DuelSettings
     from tests.conftest import pipeline_resources
 

@@ -19,17 +19,17 @@ import pandas as pd
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.checks import ALL_CHECKS
-from envduels_dagster.checks.environments import evaluate_environments
-from envduels_dagster.checks.episodes import evaluate_episodes
-from envduels_dagster.checks.marts import evaluate_pair_lift
-from envduels_dagster.checks.registry import evaluate_model_registry
-from envduels_dagster.checks.training import evaluate_training_set, training_set_checks
+from envduels_dagster.assets.authoring.checks import evaluate_environments
+from envduels_dagster.assets.duels.checks import evaluate_episodes
+from envduels_dagster.assets.marts.checks import evaluate_pair_lift
+from envduels_dagster.assets.registry.checks import evaluate_model_registry
+from envduels_dagster.assets.training.checks import evaluate_training_set, training_set_checks
+from envduels_dagster.definitions import build_definitions
 from envduels_dagster.core.protocol import sha256_text
 from envduels_dagster.core.registry import dump_entry, load_registry
 from envduels_dagster.core.stats import pair_lift
 from envduels_dagster.core.warehouse import ensure_schema
-from envduels_dagster.partitions import register_models
+from envduels_dagster.assets.registry.partitions import register_models
 from envduels_dagster.resources import DuelSettings
 from tests.conftest import pipeline_resources, write_registry
 
@@ -405,6 +405,7 @@ def test_blocking_training_checks_stop_publication(template, tmp_path, check):
 # A real simulated pipeline: every check passes on a clean run, checks see their partition.
 # ---------------------------------------------------------------------------------------------
 
+ALL_CHECKS = list(build_definitions().asset_checks)
 MY_CHECKS = {key for c in ALL_CHECKS for key in c.check_keys}
 
 
@@ -425,7 +426,7 @@ def sim_pipeline(tmp_path_factory):
 
     Round 0 only, and only the assets the checks guard (the demo runs everything; too slow here).
     """
-    from envduels_dagster.assets import ALL_ASSETS
+    ALL_ASSETS = list(build_definitions().assets)
 
     tmp = tmp_path_factory.mktemp("sim")
     registry = write_registry(tmp / "models.yaml", ["oracle", "novice"])
@@ -502,7 +503,7 @@ def test_episode_check_reads_only_its_partition(sim_pipeline):
 
 
 def test_real_training_set_is_checked_then_published(sim_pipeline, tmp_path):
-    from envduels_dagster.assets.training import training_set
+    from envduels_dagster.assets.training.assets import training_set
 
     instance, resources, _ = sim_pipeline
     export = tmp_path / "published.json"

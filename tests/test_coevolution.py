@@ -10,14 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envduels_dagster.assets import authored_environments, duel_episodes
-from envduels_dagster.assets.progress import progress_table
-from envduels_dagster.assets.rounds import round_assets
+from envduels_dagster.assets.authoring.assets import authored_environments
+from envduels_dagster.assets.duels.assets import duel_episodes
+from envduels_dagster.assets.registry.partitions import pair_key, register_models
+from envduels_dagster.assets.rounds.assets import round_assets
 from envduels_dagster.core.coevolution import REDACTED, build_digest_messages
+from envduels_dagster.core.progress import progress_table
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.stats import discrimination, spearman_with_permutation
 from envduels_dagster.core.stats import paired_bootstrap as paired_change
-from envduels_dagster.partitions import pair_key, register_models
 from tests.conftest import pipeline_resources, write_registry
 
 MODELS = ["expert", "journeyman", "novice"]
@@ -121,7 +122,7 @@ def test_progress_table_pairs_children_with_parents(two_rounds):
 
 def test_training_set_takes_the_newest_valid_version_of_each_lineage(two_rounds):
     db, run, *_ = two_rounds
-    from envduels_dagster.assets import training_set
+    from envduels_dagster.assets.training.assets import training_set
 
     run(training_set, "novice")
     picked = {e for (e,) in rows(db, "SELECT env_id FROM training_set WHERE learner = 'novice'")}

@@ -17,9 +17,11 @@ import pytest
 
 from envduels_dagster.core.staleness import new_model_plan, stale_plan
 from envduels_dagster.demo import materialize_all
-from envduels_dagster.partitions import MODELS_PARTITION, SOLVERS_PARTITION
-from envduels_dagster.schedules import stale_authors_schedule, stale_pairs_schedule
-from envduels_dagster.sensors import new_models_sensor
+from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
+from envduels_dagster.assets.duels.schedules import stale_schedules
+from envduels_dagster.assets.registry.sensors import new_models_sensor
+
+stale_authors_schedule, stale_pairs_schedule = stale_schedules()
 from tests.conftest import pipeline_resources, write_registry
 
 
@@ -116,8 +118,9 @@ RESUME_SCRIPT = textwrap.dedent("""
     import dagster as dg
     from tests.conftest import pipeline_resources
     from pathlib import Path
-    from envduels_dagster.assets import duel_episodes, authored_environments
-    from envduels_dagster.partitions import register_models, pair_key
+    from envduels_dagster.assets.authoring.assets import authored_environments
+    from envduels_dagster.assets.duels.assets import duel_episodes
+    from envduels_dagster.assets.registry.partitions import register_models, pair_key
     from envduels_dagster.resources import GatewayResource
     tmp, registry, latency, phase = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     res = pipeline_resources(tmp, registry, envs_per_author=2, seeds=(0, 1, 2))

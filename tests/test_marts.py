@@ -19,8 +19,9 @@ import pandas as pd
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.marts import MANIFEST_PATH, dbt_marts, dbt_resource
-from envduels_dagster.assets.rankings import design_convergence, rankings
+from envduels_dagster.assets.marts.assets import design_convergence, rankings
+from envduels_dagster.assets.marts.dbt import build_dbt_marts, dbt_resource
+from envduels_dagster.assets.marts.project import marts_project, prepare_manifest
 from envduels_dagster.core.stats import env_solver_stats as py_env_solver_stats
 from envduels_dagster.core.stats import pair_lift as py_pair_lift
 from envduels_dagster.core.warehouse import ensure_schema
@@ -127,8 +128,9 @@ def built(tmp_path_factory):
             conn.register("df", df)
             conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM df")
             conn.unregister("df")
+    prepare_manifest()
     result = dg.materialize(
-        [dbt_marts, rankings, design_convergence], instance=dg.DagsterInstance.ephemeral(),
+        [build_dbt_marts(), rankings, design_convergence], instance=dg.DagsterInstance.ephemeral(),
         resources={"dbt": dbt_resource(), "warehouse": DuckDBResource(database=str(db))},
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}},
                     "ops": {"rankings": {"config": {"n_boot": 300, "n_perm": 1000}},
@@ -149,7 +151,7 @@ def test_marts_materialize_and_every_dbt_test_passes_as_an_asset_check(built):
     keys = {e.materialization.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert keys == {*MARTS, "rankings", "design_convergence"}
     evaluations = result.get_asset_check_evaluations()
-    manifest = json.loads(MANIFEST_PATH.read_text())
+    manifest = json.loads(marts_project().manifest_path.read_text())
     dbt_tests = {n["name"] for n in manifest["nodes"].values() if n["resource_type"] == "test"}
     assert {e.check_name for e in evaluations} == dbt_tests and len(dbt_tests) >= 40
     failed = [e.check_name for e in evaluations if not e.passed]
@@ -163,7 +165,7 @@ def test_marts_materialize_and_every_dbt_test_passes_as_an_asset_check(built):
 def test_dbt_lineage_reaches_the_python_assets():
     from envduels_dagster.definitions import defs
 
-    graph = defs.resolve_asset_graph()
+    graph = defs().resolve_asset_graph()
     parents = {k.to_user_string() for k in graph.get(dg.AssetKey("env_solver_stats")).parent_keys}
     assert {"duel_episodes", "authored_environments"} <= parents
     assert dg.AssetKey("model_registry") in graph.get(dg.AssetKey("rankings")).parent_keys

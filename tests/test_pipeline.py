@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 
 from envduels_dagster.demo import materialize_all
-from envduels_dagster.partitions import MODELS_PARTITION, pair_key
+from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, pair_key
 from tests.conftest import pipeline_resources, write_registry
 
 MODELS = ["oracle", "journeyman", "novice"]
@@ -70,7 +70,7 @@ def test_pair_lift_equals_recomputation_from_episodes(pipeline):
 
 def test_rematerializing_a_pair_replaces_its_rows(pipeline):
     instance, resources, db = pipeline
-    from envduels_dagster.assets import duel_episodes
+    from envduels_dagster.assets.duels.assets import duel_episodes
 
     sql = "SELECT count(*), count(DISTINCT (env_id, condition, seed)) FROM episodes WHERE author=? AND solver=?"
     before_total = query(db, "SELECT count(*) FROM episodes")[0][0]

@@ -13,9 +13,10 @@ import duckdb
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets import authored_environments, duel_episodes
+from envduels_dagster.assets.authoring.assets import authored_environments
+from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.definitions import build_resources
-from envduels_dagster.partitions import pair_key, register_models
+from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.resources import DuelSettings, GatewayResource
 
 CANARY = "sk-envduels-CANARY-7f3a9c2e51"

@@ -1,18 +1,13 @@
-"""Software-defined assets of the duel pipeline (DESIGN §5).
+"""The Dagster layer, one folder per area of the pipeline (DESIGN §5).
 
-``ALL_ASSETS`` is what ``definitions.py`` loads; add new asset modules here.
+Why areas: a newcomer looking for "the sensor of the registry" or "the checks of the
+training set" finds it at the first guess, because every area has the same file names:
+``assets.py``, ``checks.py``, ``partitions.py``, ``jobs.py``, ``sensors.py``,
+``schedules.py`` and a ``definitions.py`` whose ``defs()`` returns that area's
+``Definitions``. ``envduels_dagster/definitions.py`` merges them.
+
+Areas: registry -> authoring -> duels -> rounds -> marts -> training -> studies.
+Nothing in this package does work at import time: assets only wire resources to one
+core function (``envduels_dagster/core``); paths and counts are resolved when a run
+starts or when ``defs()`` is called.
 """
-
-from envduels_dagster.assets.authoring import authored_environments
-from envduels_dagster.assets.duels import duel_episodes
-from envduels_dagster.assets.export import training_export
-from envduels_dagster.assets.marts import dbt_marts
-from envduels_dagster.assets.rankings import design_convergence, rankings
-from envduels_dagster.assets.progress import authoring_progress
-from envduels_dagster.assets.registry import model_registry
-from envduels_dagster.assets.rounds import round_assets
-from envduels_dagster.assets.study import lift_learning
-from envduels_dagster.assets.training import training_set
-
-ALL_ASSETS = [model_registry, authored_environments, duel_episodes, dbt_marts, rankings, design_convergence,
-              training_set, training_export, *round_assets(duel_episodes), authoring_progress, lift_learning]

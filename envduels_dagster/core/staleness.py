@@ -40,3 +40,29 @@ def stale_plan(versions: Mapping[str, str], seeds: list[int],
                          if a in versions and s in versions
                          and (a in stale_authors or author_vers != {versions[a]} or solver_vers != {versions[s]}))
     return stale_authors, stale_pairs
+
+
+def recorded_state(conn) -> tuple[dict[str, tuple[set[str], set[tuple[int, ...]]]],
+                                  dict[tuple[str, str], tuple[set[str], set[str]]]]:
+    """What the warehouse says each partition was made with: the inputs of :func:`stale_plan`.
+
+    ``conn`` is a DuckDB connection to the warehouse (tables are created if absent, so a fresh
+    warehouse reads as "nothing recorded").
+    """
+    from envduels_dagster.core.warehouse import ensure_schema
+
+    ensure_schema(conn)
+    authors = conn.execute("""SELECT author, list(DISTINCT author_version), list(DISTINCT benchmark_seeds)
+                              FROM environments WHERE round = 0 GROUP BY author""").fetchall()
+    pairs = conn.execute("""SELECT p.author, p.solver, list(DISTINCT e.author_version),
+                                   list(DISTINCT p.solver_version)
+                            FROM episodes p JOIN environments e USING (env_id) GROUP BY ALL""").fetchall()
+    author_state = {a: (set(v), {tuple(s) for s in seeds}) for a, v, seeds in authors}
+    pair_state = {(a, s): (set(av), set(sv)) for a, s, av, sv in pairs}
+    return author_state, pair_state
+
+
+def stale_partitions(conn, versions: Mapping[str, str], seeds: list[int]) -> tuple[list[str], list[tuple[str, str]]]:
+    """(stale authors, stale pairs) of the warehouse behind ``conn`` for the registry ``versions`` and ``seeds``."""
+    author_state, pair_state = recorded_state(conn)
+    return stale_plan(versions, list(seeds), author_state, pair_state)

@@ -2,6 +2,7 @@
 
 from envduels_dagster.resources.duel_settings import DuelSettings
 from envduels_dagster.resources.gateway import GatewayResource
+from envduels_dagster.resources.paths import HomeGatewayResource, WarehouseResource
 from envduels_dagster.resources.sandbox import SandboxResource
 
-__all__ = ["DuelSettings", "GatewayResource", "SandboxResource"]
+__all__ = ["DuelSettings", "GatewayResource", "HomeGatewayResource", "SandboxResource", "WarehouseResource"]

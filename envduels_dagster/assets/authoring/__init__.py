@@ -1,0 +1,1 @@
+"""The authoring area of the Dagster layer (see ``envduels_dagster/assets/__init__.py``)."""

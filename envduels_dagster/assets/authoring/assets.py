@@ -1,0 +1,62 @@
+"""``authored_environments``: each author writes K environments, each validated in the sandbox.
+
+Why partitioned by author: adding a model authors only its own partition, and a version
+bump re-authors only that model. Rejected environments are kept with their reason, so
+they count against the author's validity rate instead of vanishing.
+"""
+
+import asyncio
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.registry.assets import model_registry
+from envduels_dagster.assets.registry.partitions import models_partitions
+from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
+
+
+@dg.asset(
+    partitions_def=models_partitions, deps=[model_registry], group_name="duel",
+    kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+    description="Environments written by one author (partition = author), validated in the sandbox. "
+                "Rejected environments are kept with their reason (table `environments`).",
+)
+def authored_environments(context: dg.AssetExecutionContext, gateway: GatewayResource,
+                          sandbox: SandboxResource, settings: DuelSettings,
+                          warehouse: DuckDBResource) -> dg.MaterializeResult:
+    from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.models import LLMError, run_and_close
+    from envduels_dagster.core.registry import RegistryError
+    from envduels_dagster.core.warehouse import environments_frame, replace_rows
+
+    author = context.partition_key
+    registry = gateway.registry()
+    entry = registry.get(author)
+    gw = gateway.gateway(registry)
+
+    def progress(done: int, total: int, spec) -> None:
+        verdict = "valid" if spec.valid else f"rejected ({spec.reject_reason})"
+        context.log.info(f"[{done}/{total}] {author} wrote {spec.env_id}: {verdict}")
+
+    try:
+        specs = asyncio.run(run_and_close(gw, author_environments(
+            gw, author, settings.envs_per_author, list(settings.benchmark_seeds), sandbox.limits(),
+            on_progress=progress)))
+    except (LLMError, RegistryError) as exc:
+        raise dg.Failure(f"author {author!r} could not be called, nothing was written: {exc}") from None
+    df = environments_frame(specs, entry.version, utcnow())
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "environments", df, {"author": author, "round": 0})
+    valid = int(df["valid"].sum())
+    rejected = df[~df["valid"]][["env_id", "reject_reason"]]
+    return dg.MaterializeResult(metadata={
+        "num_rows": len(df),
+        "valid": valid,
+        "validity_rate": valid / len(df) if len(df) else 0.0,
+        "domains": ", ".join(sorted(df[df["valid"]]["domain"].unique())),
+        "rejections": dg.MetadataValue.md(markdown_table(rejected)),
+        "author_version": entry.version,
+        "model_calls": sum(gw.stats.backend_calls.values()),
+        "cache_hits": sum(gw.stats.cache_hits.values()),
+    })

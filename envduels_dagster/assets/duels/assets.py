@@ -1,0 +1,111 @@
+"""``duel_episodes``: a solver plays every valid environment of an author, cold and hinted.
+
+Why partitioned by (author, solver): adding a model plays only its 2N+1 new pairs, and
+each pair's rows are replaced exactly. :func:`play_round_pair` is shared with every
+co-evolution round's pair asset (``assets/rounds``); the policy it applies lives in
+``core/pair_play.py``.
+"""
+
+import asyncio
+import time
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.authoring.assets import authored_environments
+from envduels_dagster.assets.registry.assets import model_registry
+from envduels_dagster.assets.registry.partitions import by_author, pair_partitions
+from envduels_dagster.assets.registry.requests import WAIT_TAG
+from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
+
+WAIT_RETRIES, WAIT_SECONDS = 40, 15  # sensor-launched pairs wait up to 10 min for their author
+
+
+@dg.asset(
+    partitions_def=pair_partitions,
+    deps=[model_registry, dg.AssetDep(authored_environments, partition_mapping=by_author)],
+    group_name="duel", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+    description="Episodes of one (author, solver) pair: every valid environment of the author x its benchmark "
+                "seeds x {cold, hinted}. Self pairs are played and flagged. Table `episodes`.",
+)
+def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
+                  settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    keys = context.partition_key.keys_by_dimension
+    return play_round_pair(context, keys["author"], keys["solver"], 0, gateway, sandbox, settings, warehouse)
+
+
+def pair_options(settings: DuelSettings):
+    """The engine's options for a pair run, from the ``settings`` resource (adaptive sampling or fixed seeds)."""
+    from envduels_dagster.core.adaptive import AdaptivePolicy
+    from envduels_dagster.core.pair_play import PairOptions
+
+    adaptive = AdaptivePolicy(confidence=settings.adaptive_confidence, max_seeds=settings.adaptive_max_seeds,
+                              max_cold=settings.training_max_cold, min_hint=settings.training_min_hint)
+    return PairOptions(concurrency=settings.episode_concurrency, budget_s=settings.episode_budget_s,
+                       reuse_sandboxes=settings.reuse_sandboxes,
+                       adaptive=adaptive if settings.adaptive_sampling else None)
+
+
+def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int,
+                    gateway: GatewayResource, sandbox: SandboxResource, settings: DuelSettings,
+                    warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
+    from envduels_dagster.core.models import LLMError, run_and_close
+    from envduels_dagster.core.pair_play import AllCallsFailed, environments_current, pair_summary, play_pair_with
+    from envduels_dagster.core.registry import RegistryError
+    from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows, specs_from_rows
+
+    registry = gateway.registry()
+    solver_entry = registry.get(solver)
+    with warehouse.get_connection() as conn:
+        env_rows = read_table(conn, "environments", {"author": author, "round": round_})
+    author_version = registry.get(author).version
+    current = environments_current(env_rows, author_version)
+    upstream = "authored_environments" if round_ == 0 else f"hardened_environments_r{round_}"
+    if not current and context.run.tags.get(WAIT_TAG) == "true":
+        # Launched with the author's run by a sensor/schedule: wait for its environments to land.
+        context.log.info(f"waiting for {upstream}[{author}] version {author_version}")
+        raise dg.RetryRequested(max_retries=WAIT_RETRIES, seconds_to_wait=WAIT_SECONDS)
+    if env_rows.empty:
+        raise dg.Failure(f"no round-{round_} environments for author {author!r}: materialize {upstream}[{author}] first")
+    if not current:
+        context.log.warning(f"playing {author}'s environments from an older version than the registry's "
+                            f"{author_version!r}; re-materialize {upstream}[{author}] to refresh")
+    envs = specs_from_rows(env_rows)
+    gw = gateway.gateway(registry)
+    t0 = time.perf_counter()
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        if done == total or time.perf_counter() - last[0] > 5:
+            last[0] = time.perf_counter()
+            context.log.info(f"{author} x {solver} (round {round_}): {done}/{total} episodes")
+
+    try:
+        played = asyncio.run(run_and_close(gw, play_pair_with(
+            gw, author, solver, envs, sandbox.limits(), pair_options(settings), progress)))
+    except (LLMError, RegistryError) as exc:
+        raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
+    except AllCallsFailed as exc:
+        raise dg.Failure(str(exc)) from None
+    df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, solver_entry.version,
+                        utcnow(), {e.env_id: e.round for e in envs})
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
+    return dg.MaterializeResult(metadata={
+        "num_rows": len(df),
+        "valid_envs": sum(e.valid for e in envs),
+        "incomplete": int((df["status"] == "incomplete").sum()),
+        **pair_summary(df),
+        "is_self_pair": author == solver,
+        "cost_usd": float(df["cost_usd"].sum()),
+        "retries": int(df["retries"].sum()),
+        "tokens": int(df["prompt_tokens"].sum() + df["completion_tokens"].sum()),
+        "model_calls": sum(gw.stats.backend_calls.values()),
+        "cache_hits": sum(gw.stats.cache_hits.values()),
+        "seconds": round(time.perf_counter() - t0, 2),
+        **played.adaptive,
+        "stop_reasons": dg.MetadataValue.md(markdown_table(
+            df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
+    })

@@ -1,0 +1,140 @@
+"""``rankings`` and ``design_convergence``: the Python analyses over the dbt marts (DESIGN §6).
+
+Why Python assets next to dbt: Bradley-Terry fits, bootstraps and AST similarity are what SQL does
+badly. The statistics live in ``core/rankings.py`` and ``core/convergence.py``, the UI text in
+``core/reporting.py``; these assets read the marts, call one core function, write one table named
+after the asset (plus a companion table for the figures that are not per model), and put the
+leaderboard, the author x solver lift grid and the transitivity / role-separation figures in the
+materialization metadata.
+"""
+
+import math
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS
+from envduels_dagster.core.model_strings import sim_skill_ranks
+from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
+
+MARTS = [dg.AssetKey(name) for name in ("env_solver_stats", "pair_lift", "duels", "solver_scores", "author_scores")]
+
+
+class RankingsConfig(dg.Config):
+    n_boot: int = 1000  # cluster-bootstrap replicates (environments resampled within author)
+    seed: int = 0
+    bt_prior: float = 0.5  # virtual tied games per pair in the Bradley-Terry fit
+    n_perm: int = 10000  # permutations for the role-separation p-value (exact up to 8 models)
+
+
+class ConvergenceConfig(dg.Config):
+    ngram: int = 4
+    n_perm: int = 1000
+    cluster_threshold: float = 0.9
+    seed: int = 0
+
+
+def leaderboard_table(table) -> dg.TableMetadataValue:
+    cols = [("model", "string"), ("solver_rank", "float"), ("solver_score", "float"), ("solver_score_lower", "float"),
+            ("solver_score_upper", "float"), ("author_rank", "float"), ("author_score", "float"),
+            ("author_score_lower", "float"), ("author_score_upper", "float"), ("design_score", "float"),
+            ("bt_strength", "float"), ("bt_strength_lower", "float"), ("bt_strength_upper", "float"),
+            ("duel_record", "string")]
+    records = []
+    for r in table.to_dict("records"):
+        row = {c: (None if isinstance(r.get(c), float) and math.isnan(r[c]) else r.get(c)) for c, _ in cols[:-1]}
+        for c, kind in cols[:-1]:
+            if kind == "float" and row[c] is not None:
+                row[c] = round(float(row[c]), 3)
+        row["duel_record"] = f"{r['duel_wins']}-{r['duel_ties']}-{r['duel_losses']}"
+        records.append(dg.TableRecord(row))
+    schema = dg.TableSchema(columns=[dg.TableColumn(c, kind) for c, kind in cols])
+    return dg.MetadataValue.table(records, schema)
+
+
+@dg.asset(
+    deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
+    tags={"layer": "analysis"}, automation_condition=AFTER_PAIRS,
+    description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
+                "paired), Bradley-Terry strengths of the duels with bootstrap intervals, transitivity of the duel "
+                "tournament (cyclic triads, Kendall's zeta) and role separation (solver rank vs author rank, "
+                "permutation p-value). Tables `rankings` (one row per model) and `rankings_summary` (one row).",
+)
+def rankings(config: RankingsConfig, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    from envduels_dagster.core.rankings import compute_rankings
+    from envduels_dagster.core.warehouse import replace_table
+    from envduels_dagster.sim.profiles import PROFILES
+
+    with warehouse.get_connection() as conn:
+        stats = conn.execute("SELECT * FROM env_solver_stats").df()
+        duels = conn.execute("SELECT * FROM duels").df()
+        pair = conn.execute("SELECT author, solver, lift, lift_lower, lift_upper FROM pair_lift").df()
+        registry = conn.execute("SELECT name, model FROM model_registry").df()
+    if stats.empty:
+        raise dg.Failure("env_solver_stats is empty: materialize duel_episodes and the dbt marts first")
+    skill = sim_skill_ranks(registry[["name", "model"]].itertuples(index=False),
+                            {name: p.skill_rank for name, p in PROFILES.items()})
+    table, summary = compute_rankings(stats, duels, n_boot=config.n_boot, seed=config.seed,
+                                      bt_prior=config.bt_prior, n_perm=config.n_perm, skill_rank=skill or None)
+    with warehouse.get_connection() as conn:
+        replace_table(conn, "rankings", table)
+        replace_table(conn, "rankings_summary", summary)
+    s = summary.iloc[0]
+    transitivity = transitivity_markdown(s)
+    metadata = {
+        "num_rows": len(table),
+        "leaderboard": leaderboard_table(table),
+        "lift_grid (rows: author, columns: solver)": dg.MetadataValue.md(lift_grid(pair)),
+        "transitivity_and_role_separation": dg.MetadataValue.md(transitivity),
+        "kendall_zeta": finite_or_none(s.kendall_zeta),
+        "cyclic_triads": float(s.cyclic_triads),
+        "role_rho": finite_or_none(s.role_rho),
+        "role_p_value": finite_or_none(s.role_p_value),
+        "n_boot": config.n_boot,
+    }
+    if skill and not math.isnan(s.skill_order_kendall_tau):
+        metadata["skill_order_kendall_tau"] = float(s.skill_order_kendall_tau)
+    return dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset(
+    deps=["authored_environments"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
+    tags={"layer": "analysis"}, automation_condition=AFTER_PAIRS,
+    description="How similar environment designs are across authors (cosine of AST-shape n-gram tf-idf) against a "
+                "label-permutation null, per author pair and overall (table `design_convergence`), and the "
+                "clusters of near-identical designs that span several authors (`design_convergence_clusters`).",
+)
+def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    import pandas as pd
+
+    from envduels_dagster.core.convergence import design_convergence as compute
+    from envduels_dagster.core.warehouse import replace_table
+
+    with warehouse.get_connection() as conn:
+        envs = conn.execute("SELECT env_id, author, domain, family, source FROM environments WHERE valid").df()
+    table, members = compute(envs, n=config.ngram, n_perm=config.n_perm, threshold=config.cluster_threshold,
+                             seed=config.seed)
+    with warehouse.get_connection() as conn:
+        replace_table(conn, "design_convergence", table)
+        replace_table(conn, "design_convergence_clusters", members)
+    overall = table[table["scope"] == "overall"]
+    spanning = members[members["n_authors"] > 1] if len(members) else members
+    clusters = (spanning.groupby("cluster_id").agg(size=("env_id", "size"), authors=("authors", "first"),
+                                                   families=("family", lambda f: ", ".join(sorted(set(map(str, f))))),
+                                                   similarity=("mean_similarity", "first")).reset_index()
+                if len(spanning) else pd.DataFrame())
+    pairs = table[table["scope"] != "overall"][["author_a", "author_b", "similarity", "null_lower", "null_upper",
+                                                 "p_value"]]
+    metadata = {
+        "num_rows": len(table),
+        "environments": len(envs),
+        "clusters_spanning_authors": int(spanning["cluster_id"].nunique()) if len(spanning) else 0,
+        "clusters": dg.MetadataValue.md(markdown_table(clusters)),
+        "author_pairs": dg.MetadataValue.md(markdown_table(pairs, floatfmt=".3f")),
+    }
+    if len(overall) and not math.isnan(overall["similarity"].iloc[0]):
+        o = overall.iloc[0]
+        metadata["cross_author_similarity"] = float(o.similarity)
+        metadata["null_similarity"] = finite_or_none(o.null_mean)
+        metadata["p_value"] = finite_or_none(o.p_value)
+    return dg.MaterializeResult(metadata=metadata)

@@ -1,0 +1,174 @@
+"""Checks on the ``pair_lift`` mart (table ``pair_lift``), whichever code builds it (Python or dbt).
+
+The asset is referenced by key only (``AssetKey(["pair_lift"])``) and the table is
+looked up by name in any schema, so the checks keep working when the mart moves to
+dbt. Columns beyond the contract's core are optional: their rules are skipped, and
+reported as skipped, when a column is absent.
+
+The cross-check that incomplete episodes are never counted recomputes, from the
+``episodes`` table, the number of matched seeds (both conditions completed), the
+number of incomplete episodes and the lift (mean over environments of the mean
+matched-seed difference, DESIGN §6) per pair, and compares them with the mart.
+"""
+
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.checking.catalog import (Catalog, MissingTable, load_or_error, missing_table_message, query,
+                                            spec)
+from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_results, run_suite
+from envduels_dagster.resources import DuelSettings
+
+ASSET = dg.AssetKey(["pair_lift"])
+REQUIRED = ["author", "solver", "lift", "lift_lower", "lift_upper", "n_matched"]
+TOLERANCE = 1e-6
+MISSING_VALUE = 1e9  # stands in for "cannot be recomputed" so the comparison fails visibly
+
+CHECKS = {
+    "lift_in_range": "lift, lift_lower and lift_upper are set and in [-1, 1]; p_cold and p_hint in [0, 1].",
+    "interval_contains_estimate": "lift_lower <= lift <= lift_upper for every pair.",
+    "every_model_present": "Every registry model appears: one row per (author with valid environments, solver) "
+                           "peer pair, no duplicate pairs, no model missing from the registry.",
+    "sample_size_minimum": "Every pair has at least DuelSettings.check_min_matched_seeds matched seeds.",
+    "incomplete_excluded": "n_matched, n_incomplete and lift equal their recomputation from completed, matched "
+                           "episodes: incomplete episodes are never counted.",
+}
+NAMES = list(CHECKS)
+WARN = frozenset({"every_model_present", "sample_size_minimum"})
+
+
+def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
+    import pandas as pd
+
+    cat = Catalog(conn)
+    table = cat.table("pair_lift")
+    if table is None:
+        raise MissingTable(missing_table_message("pair_lift", "pair_lift"))
+    cols = cat.columns("pair_lift")
+    missing = [c for c in REQUIRED if c not in cols]
+    if missing:
+        raise MissingTable(f"table pair_lift lacks required column(s) {', '.join(missing)}")
+    df = query(conn, f"SELECT * FROM {table} ORDER BY ALL")
+    episodes = cat.table("episodes")
+    if episodes is None:
+        raise MissingTable(missing_table_message("episodes", "duel_episodes"))
+    # Pairs are keyed by (author, solver), and by round too if the mart keeps rounds apart.
+    keys = ["author", "solver"] + (["round"] if "round" in cols and "round" in cat.columns("episodes") else [])
+    k = ", ".join(keys)
+    expected = query(conn, f"""
+        WITH done AS (
+            SELECT env_id, {k}, seed, condition, (status = 'success')::DOUBLE AS y
+            FROM {episodes} WHERE status <> 'incomplete'),
+        matched AS (
+            SELECT env_id, {k}, seed,
+                   max(y) FILTER (WHERE condition = 'cold') AS y_cold,
+                   max(y) FILTER (WHERE condition = 'hinted') AS y_hint
+            FROM done GROUP BY env_id, {k}, seed
+            HAVING count(*) FILTER (WHERE condition = 'cold') > 0
+               AND count(*) FILTER (WHERE condition = 'hinted') > 0),
+        per_env AS (
+            SELECT {k}, env_id, avg(y_hint - y_cold) AS env_lift, count(*) AS n
+            FROM matched GROUP BY {k}, env_id),
+        pairs AS (
+            SELECT {k}, sum(n)::BIGINT AS expected_matched, avg(env_lift) AS expected_lift
+            FROM per_env GROUP BY {k}),
+        inc AS (
+            SELECT {k}, count(*) AS expected_incomplete
+            FROM {episodes} WHERE status = 'incomplete' GROUP BY {k})
+        SELECT {", ".join(f"coalesce(p.{c}, i.{c}) AS {c}" for c in keys)},
+               coalesce(p.expected_matched, 0) AS expected_matched, p.expected_lift,
+               coalesce(i.expected_incomplete, 0) AS expected_incomplete
+        FROM pairs p FULL OUTER JOIN inc i ON {" AND ".join(f"p.{c} = i.{c}" for c in keys)}""")
+    df = df.merge(expected, on=keys, how="left")
+    df["expected_matched"] = df["expected_matched"].fillna(0).astype(int)
+    df["expected_incomplete"] = df["expected_incomplete"].fillna(0).astype(int)
+    df["lift_error"] = (df["lift"].astype(float).fillna(MISSING_VALUE)
+                        - df["expected_lift"].astype(float).fillna(-MISSING_VALUE)).abs()
+    df["lift_minus_lower"] = df["lift"].astype(float) - df["lift_lower"].astype(float)
+    df["upper_minus_lift"] = df["lift_upper"].astype(float) - df["lift"].astype(float)
+    df["pair"] = df[keys].astype(str).agg("|".join, axis=1) if len(df) else pd.Series(dtype=str)
+
+    registry = cat.table("model_registry")
+    models_from = "model_registry"
+    if registry is not None:
+        models = [r[0] for r in conn.execute(f"SELECT name FROM {registry} ORDER BY name").fetchall()]
+    else:  # fall back to the models that played
+        models_from = "episodes (model_registry table absent)"
+        models = sorted({r[0] for r in conn.execute(
+            f"SELECT author FROM {episodes} UNION SELECT solver FROM {episodes}").fetchall()})
+    envs = cat.table("environments")
+    authors = set() if envs is None else {r[0] for r in conn.execute(
+        f"SELECT DISTINCT author FROM {envs} WHERE valid").fetchall()}
+    expected_pairs = pd.DataFrame([(a, s) for a in models if a in authors for s in models if s != a],
+                                  columns=["author", "solver"])
+    rows = df.groupby(["author", "solver"]).size().rename("pair_rows").reset_index()
+    coverage = expected_pairs.merge(rows, on=["author", "solver"], how="left")
+    coverage["pair_rows"] = coverage["pair_rows"].fillna(0).astype(int)
+
+    rules = [
+        *[Rule("lift_in_range", "ExpectColumnValuesToNotBeNull", {"column": c}, f"{c} is set")
+          for c in ("lift", "lift_lower", "lift_upper")],
+        *[Rule("lift_in_range", "ExpectColumnValuesToBeBetween", {"column": c, "min_value": -1, "max_value": 1},
+               f"{c} is in [-1, 1]") for c in ("lift", "lift_lower", "lift_upper")],
+        *[Rule("lift_in_range", "ExpectColumnValuesToBeBetween", {"column": c, "min_value": 0, "max_value": 1},
+               f"{c} is in [0, 1]", requires=(c,)) for c in ("p_cold", "p_hint")],
+        Rule("interval_contains_estimate", "ExpectColumnValuesToBeBetween",
+             {"column": "lift_minus_lower", "min_value": -TOLERANCE}, "lift_lower <= lift"),
+        Rule("interval_contains_estimate", "ExpectColumnValuesToBeBetween",
+             {"column": "upper_minus_lift", "min_value": -TOLERANCE}, "lift <= lift_upper"),
+        Rule("every_model_present", "ExpectCompoundColumnsToBeUnique", {"column_list": keys},
+             f"one row per ({', '.join(keys)})"),
+        Rule("every_model_present", "ExpectColumnValuesToBeInSet", {"column": "author", "value_set": models},
+             f"every author is a registry model (from {models_from})"),
+        Rule("every_model_present", "ExpectColumnValuesToBeInSet", {"column": "solver", "value_set": models},
+             f"every solver is a registry model (from {models_from})"),
+        Rule("sample_size_minimum", "ExpectColumnValuesToBeBetween",
+             {"column": "n_matched", "min_value": min_matched}, f"n_matched >= {min_matched} (configured minimum)"),
+        Rule("sample_size_minimum", "ExpectColumnValuesToBeBetween", {"column": "n_envs", "min_value": 1},
+             "n_envs >= 1", requires=("n_envs",)),
+        Rule("incomplete_excluded", "ExpectColumnPairValuesToBeEqual",
+             {"column_A": "n_matched", "column_B": "expected_matched"},
+             "n_matched equals the matched seeds of completed episodes"),
+        Rule("incomplete_excluded", "ExpectColumnPairValuesToBeEqual",
+             {"column_A": "n_incomplete", "column_B": "expected_incomplete"},
+             "n_incomplete equals the incomplete episodes of the pair", requires=("n_incomplete",)),
+        Rule("incomplete_excluded", "ExpectColumnValuesToBeBetween", {"column": "lift_error", "max_value": TOLERANCE},
+             "lift equals its recomputation from completed, matched episodes"),
+    ]
+    coverage_rules = [
+        Rule("every_model_present", "ExpectColumnValuesToBeBetween", {"column": "pair_rows", "min_value": 1},
+             "every peer pair of registry models (author with valid environments) has a row"),
+    ]
+    index = ["pair", "lift_lower", "lift", "lift_upper"]
+    summary = {"models": len(models), "expected_peer_pairs": len(coverage), "rows": len(df),
+               "min_n_matched": int(df["n_matched"].min()) if len(df) else 0}
+    return [Frame("pair_lift", df, rules, index=index),
+            Frame("pair_lift_coverage", coverage, coverage_rules, index=["author", "solver"])], summary
+
+
+def validate_frames(loaded) -> list[dg.AssetCheckResult]:
+    if isinstance(loaded, MissingTable):
+        return failed_results(ASSET, NAMES, str(loaded))
+    frames, summary = loaded
+    extra = {"every_model_present": {"models": summary["models"],
+                                     "expected_peer_pairs": summary["expected_peer_pairs"]},
+             "sample_size_minimum": {"min_n_matched": summary["min_n_matched"]}}
+    return run_suite(ASSET, NAMES, "pair_lift_suite", frames, warn=WARN, extra=extra)
+
+
+def evaluate_pair_lift(conn, min_matched: int = 4) -> list[dg.AssetCheckResult]:
+    """Validate the whole pair_lift mart against the episodes, registry and environments tables."""
+    return validate_frames(load_or_error(load_frames, conn, min_matched))
+
+
+@dg.multi_asset_check(
+    specs=[spec(n, ASSET, d) for n, d in CHECKS.items()],
+    name="pair_lift_checks", compute_kind="great_expectations",
+    description="great-expectations suite over table `pair_lift`, cross-checked against `episodes`.",
+)
+def pair_lift_checks(warehouse: DuckDBResource, settings: DuelSettings):
+    with warehouse.get_connection() as conn:  # read, then release the file before validating
+        loaded = load_or_error(load_frames, conn, settings.check_min_matched_seeds)
+    yield from validate_frames(loaded)
+

@@ -1,0 +1,99 @@
+"""The dbt marts as Dagster assets: each dbt model an asset, each dbt test an asset check.
+
+Why this shape: dagster-dbt builds the assets from the manifest of :func:`marts_project`;
+nothing here runs at import time, and this module is imported only when the marts area's
+``defs()`` is called. dbt-core stays out of this process (``project.import_dagster_dbt``):
+dbt runs as the ``envduels-dbt`` executable, and :class:`MartsDbtCliResource` skips the
+in-process dbt adapter, which dagster-dbt builds only to fetch column metadata (we fetch
+none) and which would need dbt-core here. The dbt subprocess
+writes the same DuckDB file as the ``warehouse`` resource: the asset passes its path in
+``ENVDUELS_WAREHOUSE`` (read by ``dbt_project/profiles.yml``) through the invocation's own
+environment. dbt holds the file's write lock for the whole build, so do not run it
+concurrently with other writers.
+"""
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.marts.dbt_cli import offline_dbt_executable
+from envduels_dagster.assets.marts.project import import_dagster_dbt, marts_project
+from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS
+from envduels_dagster.resources.paths import warehouse_file
+
+
+_dagster_dbt = import_dagster_dbt()
+DagsterDbtTranslator, DbtCliResource, dbt_assets = (_dagster_dbt.DagsterDbtTranslator, _dagster_dbt.DbtCliResource,
+                                                    _dagster_dbt.dbt_assets)
+
+
+class MartsDbtCliResource(DbtCliResource):
+    """``DbtCliResource`` without the in-process dbt adapter (dbt-core is not imported here, see above).
+
+    The one dagster-dbt internal we override: without it every ``dbt build`` would import
+    dbt-core into the step process only to fail building an adapter and log a traceback.
+    """
+
+    def _initialize_dbt_core_adapter(self, args):
+        return None
+
+
+def dbt_resource() -> DbtCliResource:
+    """The ``dbt`` resource: this repository's dbt project, its in-project profiles.yml, dbt with offline --version."""
+    project = marts_project()
+    return MartsDbtCliResource(project_dir=project, profiles_dir=str(project.profiles_dir),
+                               dbt_executable=offline_dbt_executable())
+
+
+class MartsTranslator(DagsterDbtTranslator):
+    """dbt models go in the ``marts`` group, owned by the team, refreshed by the automation sensor once the
+    pairs they read have landed; sources keep their Python asset keys (set in ``models/sources.yml``)."""
+
+    def get_automation_condition(self, dbt_resource_props):
+        return AFTER_PAIRS
+
+    def get_group_name(self, dbt_resource_props):
+        return "marts"
+
+    def get_owners(self, dbt_resource_props):
+        return OWNERS
+
+    def get_tags(self, dbt_resource_props):
+        return {**super().get_tags(dbt_resource_props), "layer": "mart"}
+
+
+@contextlib.contextmanager
+def _environment(**values: str):
+    """Set ``values`` in os.environ for the block: DbtCliResource.cli passes os.environ to the dbt process."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def build_dbt_marts() -> dg.AssetsDefinition:
+    """``dbt_marts``: ``dbt build`` of the marts (models and their tests) on the ``warehouse`` resource's file."""
+    project = marts_project()
+
+    @dbt_assets(manifest=project.manifest_path, project=project, dagster_dbt_translator=MartsTranslator(),
+                name="dbt_marts")
+    def dbt_marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, warehouse: DuckDBResource):
+        database = str(Path(warehouse_file(warehouse)).resolve())
+        # dbt's artifacts (run_results, compiled SQL, logs) go to a scratch directory removed after the run;
+        # the results themselves are in the Dagster event log.
+        with tempfile.TemporaryDirectory(prefix="envduels-dbt-") as target:
+            with _environment(ENVDUELS_WAREHOUSE=database, DBT_SEND_ANONYMOUS_USAGE_STATS="false"):
+                invocation = dbt.cli(["build"], context=context, target_path=Path(target))  # env read at launch
+            yield from invocation.stream()
+
+    return dbt_marts

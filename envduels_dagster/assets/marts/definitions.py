@@ -1,0 +1,14 @@
+"""The marts area: the dbt marts (models = assets, tests = checks), the ``pair_lift`` suite, and the Python
+analyses over the marts (``rankings``, ``design_convergence``)."""
+
+import dagster as dg
+
+from envduels_dagster.assets.marts.assets import design_convergence, rankings
+from envduels_dagster.assets.marts.checks import pair_lift_checks
+
+
+def defs() -> dg.Definitions:
+    from envduels_dagster.assets.marts.dbt import build_dbt_marts  # dagster-dbt (and dbt-core): imported on demand
+
+    # The `dbt` resource is one of the root's shared resources (definitions.build_resources).
+    return dg.Definitions(assets=[build_dbt_marts(), rankings, design_convergence], asset_checks=[pair_lift_checks])

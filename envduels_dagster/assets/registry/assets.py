@@ -1,0 +1,33 @@
+"""``model_registry``: the validated registry as a warehouse table.
+
+Why an asset: every other area depends on it, so the UI shows which registry (file and
+versions) a run used, and its checks catch a key pasted into the file before it spreads.
+"""
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.shared import OWNERS, markdown_table
+from envduels_dagster.resources import GatewayResource
+
+
+@dg.asset(
+    group_name="registry", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "source"},
+    description="Models in the registry file (ENVDUELS_REGISTRY): name, litellm model string, version, "
+                "provider pool and prices. Never holds keys, only the names of their variables.",
+)
+def model_registry(gateway: GatewayResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    import pandas as pd
+
+    from envduels_dagster.core.registry import dump_entry
+    from envduels_dagster.core.warehouse import replace_rows
+
+    registry = gateway.registry()
+    df = pd.DataFrame([dump_entry(m) for m in registry.models])
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "model_registry", df)
+    return dg.MaterializeResult(metadata={
+        "num_rows": len(df),
+        "registry_path": dg.MetadataValue.path(registry.path),
+        "models": dg.MetadataValue.md(markdown_table(df[["name", "model", "version", "provider"]])),
+    })

@@ -1,0 +1,19 @@
+"""The rounds area: ENVDUELS_ROUNDS co-evolution rounds (hardening + pairs, each with the round-0 checks)
+and ``authoring_progress``."""
+
+import os
+
+import dagster as dg
+
+from envduels_dagster.assets.authoring.checks import make_environments_checks
+from envduels_dagster.assets.duels.assets import duel_episodes
+from envduels_dagster.assets.duels.checks import make_episodes_checks
+from envduels_dagster.assets.rounds.assets import authoring_progress, round_assets
+
+
+def defs(rounds: int | None = None) -> dg.Definitions:
+    rounds = int(os.environ.get("ENVDUELS_ROUNDS") or 1) if rounds is None else rounds
+    assets = round_assets(duel_episodes, rounds)
+    checks = [make_environments_checks(hardened, r) for r, hardened in enumerate(assets[0::2], start=1)]
+    checks += [make_episodes_checks(pairs, r) for r, pairs in enumerate(assets[1::2], start=1)]
+    return dg.Definitions(assets=[*assets, authoring_progress], asset_checks=checks)

@@ -1,0 +1,52 @@
+"""``lift_learning``: does hint lift predict the gain from training? (simulated learners).
+
+Why an asset of its own area: it is a study over the product, not part of it; it reads the
+training sets and the marts and writes one table. The design lives in ``core/lift_study.py``.
+"""
+
+import asyncio
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.shared import OWNERS, markdown_table
+from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
+
+
+@dg.asset(
+    deps=["training_set", "pair_lift"], group_name="training", kinds={"python", "duckdb"}, owners=OWNERS,
+    tags={"layer": "study"},
+    description="Lift -> learning study: for each simulated learner and author, train the learner on that author's "
+                "environments (settings.study_train_on: all valid ones, or only its training set), then compare cold success on the author's held-out environments before and "
+                "after; correlate the gain with the author's hint lift on the learner (Spearman, permutation p).",
+)
+def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
+                  settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    from envduels_dagster.core.models import run_and_close
+    from envduels_dagster.core.learning_study import correlate
+    from envduels_dagster.core.lift_study import run_study
+    from envduels_dagster.core.model_strings import sim_profile
+    from envduels_dagster.core.warehouse import read_table, replace_rows
+    from envduels_dagster.sim.training import sim_trainer
+
+    registry = gateway.registry()
+    learners = {m.name: sim_trainer(sim_profile(m.model)) for m in registry.models if m.is_simulated}
+    skipped = [m.name for m in registry.models if not m.is_simulated]
+    with warehouse.get_connection() as conn:
+        envs = read_table(conn, "environments", {"round": 0})
+        training = read_table(conn, "training_set")  # used when study_train_on == "training_set"
+        lift = read_table(conn, "pair_lift")
+    gw = gateway.gateway(registry)
+    df = asyncio.run(run_and_close(gw, run_study(
+        gw, registry.names, learners, envs, training, lift, settings.study_train_on, settings.study_heldout_envs,
+        list(settings.benchmark_seeds), sandbox.limits(),
+        on_learner=lambda learner: context.log.info(f"lift->learning: studied {learner}"))))
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "lift_learning", df)
+    rho, p, n = correlate(df)
+    return dg.MaterializeResult(metadata={
+        "num_rows": len(df),
+        "spearman_lift_vs_gain": rho, "permutation_p": p, "n_pairs": n,
+        "not_studied (no training backend for real models)": ", ".join(skipped) or "none",
+        "rows": dg.MetadataValue.md(markdown_table(df)),
+    })

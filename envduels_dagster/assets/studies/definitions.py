@@ -1,0 +1,9 @@
+"""The studies area: analyses that use the product (``lift_learning``)."""
+
+import dagster as dg
+
+from envduels_dagster.assets.studies.assets import lift_learning
+
+
+def defs() -> dg.Definitions:
+    return dg.Definitions(assets=[lift_learning])

@@ -1,0 +1,80 @@
+"""``training_set`` [learner] and its published files ``training_export`` [learner].
+
+Why two assets: the table is what the checks guard (blocking: a bad set stops the run);
+the export is what downstream trainers read, and it is written only after those checks.
+The rule and the rows come from ``core/training_set.py``; the rule itself from ``core.stats``.
+"""
+
+import asyncio
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.duels.assets import duel_episodes
+from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
+from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS, markdown_table, utcnow
+from envduels_dagster.resources import DuelSettings, SandboxResource
+
+
+@dg.asset(
+    partitions_def=solver_partitions,
+    deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver)],
+    group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
+    automation_condition=AFTER_PAIRS,
+    description="Training set for one learner (partition): environments it fails cold and passes hinted "
+                "(configurable rule), ranked by lift, with provenance. Table `training_set`.",
+)
+def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
+                 warehouse: DuckDBResource) -> dg.MaterializeResult:
+    from envduels_dagster.core.training_set import TrainingRule, build_training_set
+    from envduels_dagster.core.warehouse import read_table, replace_rows
+
+    learner = context.partition_key
+    with warehouse.get_connection() as conn:
+        episodes = read_table(conn, "episodes", {"solver": learner})
+        envs = read_table(conn, "environments")
+    rule = TrainingRule(settings.training_max_cold, settings.training_min_hint,
+                        settings.training_include_self_authored)
+    built = build_training_set(learner, episodes, envs, rule)
+    df = built.rows
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "training_set", df, {"learner": learner})
+    return dg.MaterializeResult(metadata={
+        "num_rows": len(df),
+        "categories": dg.MetadataValue.json(built.categories),
+        "excluded": dg.MetadataValue.md(
+            "noise: fails even with the hint; wasted: passes cold; plus learnable environments below the "
+            f"hinted threshold ({settings.training_min_hint:.0%}) and, unless configured, its own environments."),
+        "environments": dg.MetadataValue.md(markdown_table(df[["rank", "env_id", "author", "p_cold", "p_hint"]])),
+    })
+
+
+@dg.asset(
+    partitions_def=solver_partitions, deps=[training_set], group_name="training",
+    kinds={"python", "parquet"}, owners=OWNERS, tags={"layer": "product"}, automation_condition=AFTER_PAIRS,
+    description="The learner's training set as files: $ENVDUELS_HOME/exports/<learner>/<version>/ with an "
+                "EnvDuels v1 export, train.jsonl (multi-turn gym rows) and train.parquet (prompt rows); "
+                "`latest` switches atomically to the newest complete version.",
+)
+def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
+                    warehouse: DuckDBResource) -> dg.MaterializeResult:
+    from envduels_dagster.api import exports_root
+    from envduels_dagster.core.training_export import write_export
+    from envduels_dagster.core.training_set import export_items
+    from envduels_dagster.core.warehouse import read_table
+
+    learner = context.partition_key
+    with warehouse.get_connection() as conn:
+        rows = read_table(conn, "training_set", {"learner": learner})
+        envs = read_table(conn, "environments")
+    items = asyncio.run(export_items(rows, envs, sandbox.limits()))
+    version = f"{utcnow():%Y%m%dT%H%M%S}-{context.run.run_id[:8]}"
+    path = write_export(exports_root() / learner, learner, items, version)
+    context.log.info(f"published {len(items)} environments for {learner} at {path}")
+    return dg.MaterializeResult(metadata={
+        "path": dg.MetadataValue.path(str(path)),
+        "latest": dg.MetadataValue.path(str(path.parent / "latest")),
+        "version": version,
+        "environments": len(items),
+        "rows": sum(len(i.seeds) for i in items),
+    })

@@ -1,0 +1,180 @@
+"""BLOCKING checks on ``training_set`` (table ``training_set``) and ``training_export`` (files), per learner.
+
+A failure stops every downstream step in the same run, so a bad training set is
+never published. The learner's filter is re-derived from the ``episodes`` table
+(completed, matched seeds only), independently of the code that built the set.
+
+The export checks are about file integrity, not a table, so no great-expectations
+suite there: the published ``latest`` export must verify against its SHA256SUMS and
+the data contract, and its manifest must list exactly the learner's ``training_set``
+environments.
+"""
+
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.training.assets import training_export, training_set
+from envduels_dagster.assets.checking.catalog import (Catalog, MissingTable, load_or_error, missing_table_message,
+                                            partition_keys, query, spec)
+from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_results, run_suite
+from envduels_dagster.resources import DuelSettings
+
+ASSET = training_set.key
+EXPORT = training_export.key
+PARTITIONS = training_set.partitions_def  # the check is partitioned exactly like its asset (learners)
+TOLERANCE = 1e-9
+
+CHECKS = {
+    "rows_meet_learner_filter": "Every row meets its learner's filter (DuelSettings.training_max_cold / "
+                                "training_min_hint), both as recorded and as recomputed from the episodes.",
+    "no_duplicate_environments": "No environment appears twice in a learner's set; rows belong to the partition.",
+    "no_self_authored_environments": "No environment authored by its learner, unless "
+                                     "DuelSettings.training_include_self_authored.",
+    "provenance_matches_environments": "Every row names a valid environment of `environments` with the same "
+                                       "author, source_sha256 and hint.",
+}
+NAMES = list(CHECKS)
+
+
+def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_self: bool) -> list[Frame]:
+    cat = Catalog(conn)
+    table = cat.table("training_set")
+    if table is None:
+        raise MissingTable(missing_table_message("training_set", "training_set"))
+    episodes = cat.table("episodes")
+    envs = cat.table("environments")
+    if episodes is None or envs is None:
+        raise MissingTable(missing_table_message("episodes" if episodes is None else "environments",
+                                                 "duel_episodes and authored_environments"))
+    df = query(conn, f"""
+        WITH ts AS (SELECT * FROM {table} WHERE learner = ?),
+        done AS (
+            SELECT env_id, seed, condition, (status = 'success')::DOUBLE AS y
+            FROM {episodes} WHERE solver = ? AND status <> 'incomplete'
+              AND env_id IN (SELECT env_id FROM ts)),
+        matched AS (
+            SELECT env_id, seed,
+                   max(y) FILTER (WHERE condition = 'cold') AS y_cold,
+                   max(y) FILTER (WHERE condition = 'hinted') AS y_hint
+            FROM done GROUP BY env_id, seed
+            HAVING count(*) FILTER (WHERE condition = 'cold') > 0
+               AND count(*) FILTER (WHERE condition = 'hinted') > 0),
+        observed AS (
+            SELECT env_id, avg(y_cold) AS observed_p_cold, avg(y_hint) AS observed_p_hint,
+                   count(*) AS observed_n_seeds
+            FROM matched GROUP BY env_id),
+        env AS (
+            SELECT env_id, any_value(author) AS env_author, bool_and(valid) AS env_valid,
+                   any_value(source_sha256) AS env_source_sha256, any_value(hint) AS env_hint
+            FROM {envs} WHERE env_id IN (SELECT env_id FROM ts) GROUP BY env_id)
+        SELECT ts.learner, ts.env_id, ts.author, ts.source_sha256, ts.hint, ts.n_seeds, ts.p_cold, ts.p_hint,
+               ts.rank, o.observed_p_cold, o.observed_p_hint, o.observed_n_seeds,
+               coalesce(e.env_valid, FALSE) AS env_valid, e.env_author, e.env_source_sha256, e.env_hint
+        FROM ts LEFT JOIN observed o USING (env_id) LEFT JOIN env e USING (env_id)
+        ORDER BY ts.rank, ts.env_id""", [learner, learner])
+    df["hint_matches"] = (df["hint"].fillna("\0") == df["env_hint"].fillna("\1"))
+
+    rules = [
+        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+             {"column": "p_cold", "min_value": 0, "max_value": max_cold},
+             f"recorded p_cold <= training_max_cold ({max_cold:g})"),
+        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+             {"column": "p_hint", "min_value": min_hint, "max_value": 1},
+             f"recorded p_hint >= training_min_hint ({min_hint:g})"),
+        Rule("rows_meet_learner_filter", "ExpectColumnValuesToNotBeNull", {"column": "observed_p_cold"},
+             "the learner has completed, matched episodes on the environment"),
+        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+             {"column": "observed_p_cold", "max_value": max_cold + TOLERANCE},
+             f"p_cold recomputed from episodes <= training_max_cold ({max_cold:g})"),
+        Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+             {"column": "observed_p_hint", "min_value": min_hint - TOLERANCE},
+             f"p_hint recomputed from episodes >= training_min_hint ({min_hint:g})"),
+        Rule("no_duplicate_environments", "ExpectColumnValuesToNotBeNull", {"column": "env_id"}, "env_id is set"),
+        Rule("no_duplicate_environments", "ExpectColumnValuesToBeUnique", {"column": "env_id"},
+             "each environment appears once in the learner's set"),
+        Rule("no_duplicate_environments", "ExpectColumnValuesToBeInSet", {"column": "learner", "value_set": [learner]},
+             f"rows belong to learner partition {learner!r}"),
+        Rule("provenance_matches_environments", "ExpectColumnValuesToBeInSet",
+             {"column": "env_valid", "value_set": [True]}, "the environment exists in `environments` and is valid"),
+        Rule("provenance_matches_environments", "ExpectColumnPairValuesToBeEqual",
+             {"column_A": "author", "column_B": "env_author"}, "author matches `environments`"),
+        Rule("provenance_matches_environments", "ExpectColumnPairValuesToBeEqual",
+             {"column_A": "source_sha256", "column_B": "env_source_sha256"}, "source_sha256 matches `environments`"),
+        Rule("provenance_matches_environments", "ExpectColumnValuesToBeInSet",
+             {"column": "hint_matches", "value_set": [True]}, "hint matches `environments`"),
+    ]
+    if include_self:
+        rules.append(Rule("no_self_authored_environments", "ExpectColumnValuesToNotBeNull", {"column": "author"},
+                          "author is set (self-authored environments allowed by training_include_self_authored)"))
+    else:
+        rules.append(Rule("no_self_authored_environments", "ExpectColumnValuesToNotBeInSet",
+                          {"column": "author", "value_set": [learner]},
+                          f"no environment authored by the learner {learner!r}"))
+    df = df.drop(columns=["hint", "env_hint"])
+    return [Frame("training_set", df, rules, index=["env_id"])]
+
+
+def validate_frames(frames, learner: str) -> list[dg.AssetCheckResult]:
+    if isinstance(frames, MissingTable):
+        return failed_results(ASSET, NAMES, str(frames), partition=learner)
+    return run_suite(ASSET, NAMES, "training_set_suite", frames, partition=learner)
+
+
+def evaluate_training_set(conn, learner: str, max_cold: float = 0.0, min_hint: float = 0.5,
+                          include_self: bool = False) -> list[dg.AssetCheckResult]:
+    """Validate one learner's training set against the episodes and environments tables."""
+    return validate_frames(load_or_error(load_frames, conn, learner, max_cold, min_hint, include_self), learner)
+
+
+@dg.multi_asset_check(
+    specs=[spec(n, ASSET, d, blocking=True, partitions_def=PARTITIONS) for n, d in CHECKS.items()],
+    name="training_set_checks", compute_kind="great_expectations",
+    description="BLOCKING great-expectations suite over the learner's rows of table `training_set`.",
+)
+def training_set_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource, settings: DuelSettings):
+    learner = partition_keys(context)["key"]
+    args = (learner, settings.training_max_cold, settings.training_min_hint, settings.training_include_self_authored)
+    with warehouse.get_connection() as conn:  # read, then release the file before validating
+        frames = load_or_error(load_frames, conn, *args)
+    yield from validate_frames(frames, learner)
+
+
+@dg.multi_asset_check(
+    specs=[spec("files_match_hashes", EXPORT, "Every file of the latest export matches SHA256SUMS and the contract.",
+                blocking=True, partitions_def=training_export.partitions_def),
+           spec("matches_training_set", EXPORT, "The export lists exactly the learner's training_set environments, "
+                "each with its source hash.", blocking=True, partitions_def=training_export.partitions_def)],
+    name="training_export_checks",
+    description="BLOCKING integrity checks of the published export under $ENVDUELS_HOME/exports/<learner>/latest.",
+)
+def training_export_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource):
+    from envduels_dagster.api import exports_root
+    from envduels_dagster.core.training_export import ExportIntegrityError, verify_export
+    from envduels_dagster.core.warehouse import read_table
+
+    learner = partition_keys(context)["key"]
+    root = exports_root() / learner / "latest"
+    try:
+        manifest = verify_export(root.resolve())
+    except (ExportIntegrityError, OSError, ValueError) as exc:
+        message = f"{root}: {exc}"
+        for name in ("files_match_hashes", "matches_training_set"):
+            yield dg.AssetCheckResult(asset_key=EXPORT, check_name=name, passed=False,
+                                      metadata={"error": dg.MetadataValue.text(message[:1000])})
+        return
+    yield dg.AssetCheckResult(asset_key=EXPORT, check_name="files_match_hashes", passed=True,
+                              metadata={"path": dg.MetadataValue.path(str(root.resolve())),
+                                        "environments": len(manifest.environments)})
+    with warehouse.get_connection() as conn:
+        rows = read_table(conn, "training_set", {"learner": learner})
+    expected = dict(zip(rows["env_id"], rows["source_sha256"]))
+    published = {e.id: e.source_sha256 for e in manifest.environments}
+    missing, extra = sorted(set(expected) - set(published)), sorted(set(published) - set(expected))
+    changed = sorted(k for k in set(expected) & set(published) if expected[k] != published[k])
+    problems = [f"{label}: {', '.join(ids[:5])}" for label, ids in
+                (("missing from the export", missing), ("not in training_set", extra), ("hash differs", changed))
+                if ids]
+    yield dg.AssetCheckResult(asset_key=EXPORT, check_name="matches_training_set", passed=not problems,
+                              metadata={"problems": dg.MetadataValue.text("; ".join(problems) or "none"),
+                                        "environments": len(published)})

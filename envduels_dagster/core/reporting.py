@@ -1,0 +1,66 @@
+"""Text for the UI: Markdown tables, the author x solver lift grid, the transitivity summary.
+
+Why in core: these are pure functions of result frames, shown as materialization metadata
+by the Dagster layer but equally useful in a notebook or the CLI, and testable without
+Dagster. Nothing here imports pandas: a frame is read through its public methods.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def markdown_table(df, floatfmt: str = ".2f", max_rows: int = 50) -> str:
+    if df.empty:
+        return "_no rows_"
+    df = df.head(max_rows)
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def finite_or_none(x) -> float | None:
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def lift_grid(pair) -> str:
+    """Author x solver Markdown grid: lift [lower, upper]; self pairs in italics (excluded from peer metrics)."""
+    if pair.empty:
+        return "_no pairs_"
+    authors = sorted(pair["author"].unique())
+    solvers = sorted(pair["solver"].unique())
+    cells = {(r.author, r.solver): r for r in pair.itertuples(index=False)}
+    lines = ["| author \\ solver | " + " | ".join(solvers) + " |", "|---|" + "---|" * len(solvers)]
+    for a in authors:
+        row = []
+        for s in solvers:
+            r = cells.get((a, s))
+            if r is None:
+                row.append("")
+                continue
+            text = f"{r.lift:+.2f} [{r.lift_lower:+.2f}, {r.lift_upper:+.2f}]"
+            row.append(f"_{text}_" if a == s else (f"**{text}**" if r.lift_lower > 0 else text))
+        lines.append(f"| **{a}** | " + " | ".join(row) + " |")
+    lines.append("")
+    lines.append("Bold: interval above zero. Italic: self pair (not a peer result).")
+    return "\n".join(lines)
+
+
+def transitivity_markdown(s) -> str:
+    """The duel tournament's transitivity and the role separation, from one ``rankings_summary`` row."""
+    return (
+        f"**Transitivity of the duel tournament** ({int(s.n_duels)} duels, {int(s.n_decisive_duels)} decisive; "
+        f"a tie counts half a win to each side)\n\n"
+        f"* cyclic triads c = {fmt(s.cyclic_triads)} of at most {fmt(s.cyclic_triads_max)}\n"
+        f"* Kendall's zeta = 1 - c/c_max = {fmt(s.kendall_zeta)} (1 = perfectly transitive)\n\n"
+        f"**Role separation** (solver rank vs author rank, {int(s.role_n_models)} models)\n\n"
+        f"* Spearman rho = {fmt(s.role_rho)} [95% {fmt(s.role_rho_lower)}, {fmt(s.role_rho_upper)}], "
+        f"permutation p = {fmt(s.role_p_value, 3)} ({int(s.role_n_permutations)} permutations)\n"
+    )
