@@ -15,18 +15,22 @@ import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from envduels_dagster.project_files import project_file
+
+REPO_ROOT = project_file(".")  # the checkout, or the project files an installed wheel carries
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def prepare_instance_home() -> Path:
-    from envduels_dagster.settings import dagster_home
+    from envduels_dagster.settings import dagster_home, storage_profile
 
     home = dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     target = home / "dagster.yaml"
-    if not target.exists() and (REPO_ROOT / "dagster.yaml").exists():
-        shutil.copy(REPO_ROOT / "dagster.yaml", target)
+    # The shared profile's instance is on Postgres (deploy/dagster-postgres.yaml, docs/DEPLOY.md).
+    source = REPO_ROOT / ("deploy/dagster-postgres.yaml" if storage_profile() == "shared" else "dagster.yaml")
+    if not target.exists() and source.exists():
+        shutil.copy(source, target)
     return home
 
 
