@@ -307,7 +307,7 @@ def test_sql_t_critical_values_and_minimum_match_python():
     import yaml
     from scipy.stats import t
 
-    from envduels_dagster.assets.marts import DBT_PROJECT_DIR
+    from envduels_dagster.assets.marts.project import DBT_PROJECT_DIR
     from envduels_dagster.core.stats import MIN_ENVS, t_critical
 
     macro = (DBT_PROJECT_DIR / "macros" / "t_critical.sql").read_text()

@@ -261,7 +261,12 @@ def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistic
     now sorted first, so the interval depends on the duels only."""
     from pathlib import Path
 
-    from envduels_dagster.assets.rankings import sim_skill_ranks
+    from envduels_dagster.core.model_strings import sim_skill_ranks as skill_ranks
+    from envduels_dagster.sim.profiles import PROFILES
+
+    def sim_skill_ranks(registry):  # what the rankings asset passes (assets/marts/assets.py)
+        return skill_ranks(registry[["name", "model"]].itertuples(index=False),
+                           {name: p.skill_rank for name, p in PROFILES.items()})
 
     data = Path(__file__).parent / "fixtures" / "demo_marts"
     read = lambda name: pd.read_parquet(data / f"{name}.parquet")  # noqa: E731
