@@ -131,9 +131,11 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
 
 
 def leaderboard(database: str) -> str:
-    import duckdb
+    """Solver and author tables from the warehouse at ``database`` (a DuckDB file or a DuckLake location)."""
+    from envduels_dagster.core.storage import Warehouse, is_ducklake
+    from envduels_dagster.settings import lake_data_path
 
-    with duckdb.connect(database, read_only=True) as conn:
+    with Warehouse(database, lake_data_path() if is_ducklake(database) else "").connect(read_only=True) as conn:
         solvers = conn.execute("""
             SELECT solver, round(avg(CASE WHEN condition = 'cold' THEN (status = 'success')::INT END), 2) AS cold,
                    round(avg(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END), 2) AS hinted
@@ -159,7 +161,7 @@ def run_demo(envs_per_author: int = 3, seeds: int = 4) -> int:
 
     from envduels_dagster.definitions import build_resources
     from envduels_dagster.resources import DuelSettings
-    from envduels_dagster.settings import envduels_home, warehouse_path
+    from envduels_dagster.settings import envduels_home, storage_profile, warehouse, warehouse_location
 
     home = prepare_instance_home()
     t0 = time.perf_counter()
@@ -169,12 +171,11 @@ def run_demo(envs_per_author: int = 3, seeds: int = 4) -> int:
     with dg.DagsterInstance.get() as instance:
         counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
     print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models, {counts['pairs']} pairs.\n")
-    print(leaderboard(str(warehouse_path())))
-    import duckdb
-
-    with duckdb.connect(str(warehouse_path()), read_only=True) as conn:
+    print(leaderboard(warehouse_location()))
+    with warehouse().connect(read_only=True) as conn:
         tables = [t for (t,) in conn.execute("SHOW TABLES").fetchall()]
-    print(f"\nWarehouse (DuckDB): {warehouse_path()}")
+    shared = storage_profile() == "shared"  # print no password: the DuckLake location holds the Postgres URL
+    print(f"\nWarehouse ({'DuckLake' if shared else 'DuckDB'}): {warehouse_location().split('@')[-1]}")
     print(f"  tables: {', '.join(tables)}")
     print(f"Training exports: {envduels_home() / 'exports'}/<learner>/latest "
           "(python: envduels_dagster.api.load_training_set)")
