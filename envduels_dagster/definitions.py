@@ -48,12 +48,19 @@ def build_definitions() -> dg.Definitions:
     """Every area's ``defs()`` merged with the shared resources, executor and automation sensor (built once)."""
     import importlib
 
+    from envduels_dagster.assets.registry.sensors import build_requests_sensor
+    from envduels_dagster.assets.rounds.definitions import configured_rounds
+
     areas = [importlib.import_module(f"envduels_dagster.assets.{area}.definitions").defs() for area in AREAS]
-    # Dagster's default automation sensor starts stopped; this one runs, so marts, rankings and
-    # training sets follow finished pair runs (assets opt in with AFTER_PAIRS).
+    # One sensor launches every area's jobs in request stages (registry/sensors.py), so it is built here,
+    # once every area's jobs are known.
+    requests = build_requests_sensor(configured_rounds(), [job for area in areas for job in area.jobs or []])
+    # Dagster's default automation sensor starts stopped; this one runs. Only the training export opts in
+    # (after its training set's blocking checks passed): marts, rankings and training sets are refreshed
+    # by envduels_requests, once per request.
     automation = dg.AutomationConditionSensorDefinition(
         "envduels_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING)
-    return dg.Definitions.merge(*areas, dg.Definitions(sensors=[automation], resources=build_resources(),
+    return dg.Definitions.merge(*areas, dg.Definitions(sensors=[requests, automation], resources=build_resources(),
                                                        executor=EXECUTOR))
 
 

@@ -90,7 +90,9 @@ def test_the_snapshot_names_every_area_and_the_published_sensors_and_schedules()
     snap = json.loads(SNAPSHOT.read_text())
     groups = {a["group"] for a in snap["assets"].values()}
     assert groups == {"registry", "duel", "coevolution", "marts", "rankings", "training"}
-    assert set(snap["sensors"]) == {"new_models_sensor", "envduels_automation"}
-    assert set(snap["schedules"]) == {"stale_authors_schedule", "stale_pairs_schedule"}
-    assert snap["jobs"] == {"author_job": ["authored_environments"], "pair_job": ["duel_episodes"]}
+    assert set(snap["sensors"]) == {"envduels_requests", "envduels_automation"}
+    assert set(snap["schedules"]) == set()  # stale partitions are found by envduels_requests
+    assert snap["jobs"]["author_job"] == ["authored_environments"] and snap["jobs"]["pair_job"] == ["duel_episodes"]
+    assert set(snap["jobs"]) == {"author_job", "pair_job", "hardened_r1_job", "pairs_r1_job", "downstream_job",
+                                 "learner_job", "studies_job"}
     assert all(c["blocking"] for k, c in snap["asset_checks"].items() if k.startswith(("training_set", "training_export")))

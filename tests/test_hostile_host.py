@@ -304,7 +304,7 @@ class ReferencePlayer:
     """A solver that plays the reference answer of the guessing game (seed % 4) at its first turn."""
 
     async def chat(self, solver: str, messages: list[dict], seed: int | None = None, **_: object):
-        from envduels_dagster.core.gateway import ChatResponse
+        from envduels_dagster.core.models import ChatResponse
 
         return ChatResponse(text=f"\\boxed{{{seed % 4}}}")
 

@@ -18,59 +18,120 @@ import pytest
 from envduels_dagster.core.staleness import new_model_plan, stale_plan
 from envduels_dagster.demo import materialize_all
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
-from envduels_dagster.assets.duels.schedules import stale_schedules
-from envduels_dagster.assets.registry.sensors import new_models_sensor
-
-stale_authors_schedule, stale_pairs_schedule = stale_schedules()
+from envduels_dagster.assets.registry.sensors import build_requests_sensor
+from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
+from envduels_dagster.core.requests import RequestBook
 from tests.conftest import pipeline_resources, write_registry
 
 
-def tick(instance, cursor=None):
+def requests_sensor(rounds: int = 1):
+    from envduels_dagster.assets.authoring.jobs import author_job
+    from envduels_dagster.assets.duels.jobs import pair_job
+    from envduels_dagster.assets.marts.jobs import downstream_job
+    from envduels_dagster.assets.rounds.jobs import round_jobs
+    from envduels_dagster.assets.studies.jobs import studies_job
+    from envduels_dagster.assets.training.jobs import learner_job
+
+    return build_requests_sensor(rounds, [author_job, pair_job, *round_jobs(rounds), downstream_job, learner_job,
+                                          studies_job])
+
+
+def tick(instance, cursor=None, resources=None, sensor=None):
     """Evaluate the sensor as the daemon would, then apply its partition requests to the instance."""
-    ctx = dg.build_sensor_context(instance=instance, cursor=cursor)
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
     with dg.partition_loading_context(dynamic_partitions_store=instance):
-        result = new_models_sensor(ctx)
+        result = (sensor or requests_sensor())(ctx)
     if isinstance(result, dg.SkipReason):
         return [], cursor, result
-    for req in result.dynamic_partitions_requests:
+    for req in result.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
-    return result.run_requests, result.cursor, None
+    return result.run_requests or [], result.cursor, result.skip_reason
 
 
 def keys_of(runs, job):
     return sorted(str(r.partition_key) for r in runs if r.job_name == job)
 
 
-def test_new_models_sensor_requests_exactly_the_new_partitions(tmp_path, monkeypatch):
+def finish(instance, runs, status=dg.DagsterRunStatus.SUCCESS):
+    """Record ``runs`` in the instance as finished with ``status`` (what the daemon's run workers would do)."""
+    for r in runs:
+        tags = {**r.tags}
+        if r.partition_key is not None:
+            tags["dagster/partition"] = str(r.partition_key)
+        from dagster._core.storage.dagster_run import DagsterRun
+        from dagster._core.utils import make_new_run_id
+
+        instance.add_run(DagsterRun(job_name=r.job_name, run_id=make_new_run_id(), tags=tags, status=status))
+
+
+@pytest.fixture
+def quiet_resources(tmp_path):
+    from dagster_duckdb import DuckDBResource
+
+    from envduels_dagster.resources import DuelSettings
+
+    return {"warehouse": DuckDBResource(database=str(tmp_path / "w.duckdb")), "settings": DuelSettings()}
+
+
+def test_a_new_model_is_run_stage_by_stage_and_refreshed_once(tmp_path, monkeypatch, quiet_resources):
     registry = write_registry(tmp_path / "models.yaml", ["oracle", "expert", "novice"])
     monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
     instance = dg.DagsterInstance.ephemeral()
 
-    runs, cursor, _ = tick(instance)
-    assert keys_of(runs, "author_job") == ["expert", "novice", "oracle"]
-    assert len(keys_of(runs, "pair_job")) == 9
+    runs, cursor, _ = tick(instance, resources=quiet_resources)  # all three are new: one request
+    assert keys_of(runs, "author_job") == ["expert", "novice", "oracle"] and keys_of(runs, "pair_job") == []
     assert sorted(instance.get_dynamic_partitions(MODELS_PARTITION)) == ["expert", "novice", "oracle"]
     assert sorted(instance.get_dynamic_partitions(SOLVERS_PARTITION)) == ["expert", "novice", "oracle"]
-    assert len({r.run_key for r in runs}) == len(runs)
-    assert all(r.tags["envduels/provider"] == "envduels-sim" for r in runs)
+    request = runs[0].tags[REQUEST_TAG]
+    assert all(r.tags[REQUEST_TAG] == request and r.tags[STAGE_TAG] == "0" for r in runs)
 
-    again, cursor2, skip = tick(instance, cursor)
-    assert again == [] and "no new models" in skip.skip_message
+    # Not launched yet (no daemon here): the same run keys again, which the daemon dedups; no pair yet.
+    again, cursor, _ = tick(instance, cursor, quiet_resources)
+    assert {r.run_key for r in again} == {r.run_key for r in runs}
+    finish(instance, runs)
+    pairs, cursor, _ = tick(instance, cursor, quiet_resources)
+    assert len(keys_of(pairs, "pair_job")) == 9 and {r.tags[STAGE_TAG] for r in pairs} == {"1"}
+    assert len({r.run_key for r in pairs}) == 9
+    seen = {"pair_job": 9}
+    for _ in range(8):  # round 1 hardening, round 1 pairs, downstream, learners, studies
+        finish(instance, pairs)
+        pairs, cursor, _ = tick(instance, cursor, quiet_resources)
+        if not pairs:
+            break
+        for r in pairs:
+            seen[r.job_name] = seen.get(r.job_name, 0) + 1
+    assert seen == {"pair_job": 9, "hardened_r1_job": 3, "pairs_r1_job": 9, "downstream_job": 1,
+                    "learner_job": 3, "studies_job": 1}
+    assert RequestBook.from_json(cursor).open == {}
 
     write_registry(registry, ["oracle", "expert", "novice", "apprentice"])
-    runs, _, _ = tick(instance, cursor2)
+    runs, cursor, _ = tick(instance, cursor, quiet_resources)
     assert keys_of(runs, "author_job") == ["apprentice"]
-    pairs = keys_of(runs, "pair_job")
-    assert len(pairs) == 2 * 3 + 1  # N existing models -> 2N+1 new pairs
-    assert all("apprentice" in p for p in pairs)
+    finish(instance, runs)
+    pairs, cursor, _ = tick(instance, cursor, quiet_resources)
+    assert len(keys_of(pairs, "pair_job")) == 2 * 3 + 1 and all("apprentice" in p for p in keys_of(pairs, "pair_job"))
 
 
-def test_sensor_skips_with_reason_on_malformed_registry(tmp_path, monkeypatch):
+def test_a_failed_stage_stops_its_request_and_a_successful_rerun_resumes_it(tmp_path, monkeypatch, quiet_resources):
+    registry = write_registry(tmp_path / "models.yaml", ["oracle", "novice"])
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
+    instance = dg.DagsterInstance.ephemeral()
+    authors, cursor, _ = tick(instance, resources=quiet_resources)
+    finish(instance, authors[:1])
+    finish(instance, authors[1:], dg.DagsterRunStatus.FAILURE)
+    runs, cursor, skip = tick(instance, cursor, quiet_resources)
+    assert runs == [] and "1 open request" in skip.skip_message  # nothing downstream of the failure
+    finish(instance, authors[1:])  # a re-execution from the UI keeps the tags
+    runs, cursor, _ = tick(instance, cursor, quiet_resources)
+    assert len(keys_of(runs, "pair_job")) == 4
+
+
+def test_sensor_skips_with_reason_on_malformed_registry(tmp_path, monkeypatch, quiet_resources):
     bad = tmp_path / "models.yaml"
     bad.write_text("models:\n  - name: a\n")
     monkeypatch.setenv("ENVDUELS_REGISTRY", str(bad))
     instance = dg.DagsterInstance.ephemeral()
-    runs, _, skip = tick(instance)
+    runs, _, skip = tick(instance, resources=quiet_resources)
     assert runs == [] and "field 'model'" in skip.skip_message
     assert instance.get_dynamic_partitions(MODELS_PARTITION) == []
 
@@ -92,25 +153,25 @@ def test_stale_plan_marks_only_the_bumped_model():
     assert stale_authors == ["a"] and stale_pairs == [("a", "a")]
 
 
-def test_stale_schedules_on_a_real_warehouse(tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_a_version_bump_on_a_real_warehouse_opens_one_stale_request(tmp_path, monkeypatch):
     registry = write_registry(tmp_path / "models.yaml", ["expert", "novice"])
     monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
+    monkeypatch.setenv("ENVDUELS_STALE_INTERVAL_S", "0")
     resources = pipeline_resources(tmp_path, registry, envs_per_author=1, seeds=(0, 1))
     instance = dg.DagsterInstance.ephemeral()
     materialize_all(instance, resources, log=lambda _m: None)
+    sensor_resources = {k: resources[k] for k in ("warehouse", "settings")}
 
-    def evaluate(schedule):
-        ctx = dg.build_schedule_context(instance=instance, resources={k: resources[k] for k in ("warehouse", "settings")})
-        return schedule(ctx)
-
-    assert isinstance(evaluate(stale_authors_schedule), dg.SkipReason)
-    assert isinstance(evaluate(stale_pairs_schedule), dg.SkipReason)
+    runs, cursor, skip = tick(instance, resources=sensor_resources)
+    assert runs == [] and "0 open request" in skip.skip_message  # nothing new, nothing stale
     registry.write_text(registry.read_text().replace("model: envduels-sim/novice",
                                                      "model: envduels-sim/novice\n    version: '2'"))
-    authors = evaluate(stale_authors_schedule)
-    pairs = evaluate(stale_pairs_schedule)
-    assert [r.partition_key for r in authors] == ["novice"]
-    assert sorted(str(r.partition_key) for r in pairs) == ["expert|novice", "novice|expert", "novice|novice"]
+    runs, cursor, _ = tick(instance, cursor, sensor_resources)
+    assert keys_of(runs, "author_job") == ["novice"]
+    finish(instance, runs)
+    pairs, cursor, _ = tick(instance, cursor, sensor_resources)
+    assert keys_of(pairs, "pair_job") == ["expert|novice", "novice|expert", "novice|novice"]
 
 
 RESUME_SCRIPT = textwrap.dedent("""

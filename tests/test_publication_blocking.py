@@ -36,9 +36,8 @@ def published(tmp_path, envduels_home):
     return instance, resources, latest, latest.resolve()
 
 
-def test_self_authored_row_blocks_publication_and_keeps_latest(published):
-    instance, resources, latest, first_version = published
-
+def corrupted() -> dg.AssetsDefinition:
+    """A ``training_set`` that simulates a buggy filter: the learner's own environment slips in."""
     @dg.asset(name="training_set", partitions_def=solver_partitions)
     def corrupted_training_set(context: dg.AssetExecutionContext, warehouse: DuckDBResource):
         """Simulates a buggy filter: the learner's own environment slips into its training set."""
@@ -53,6 +52,13 @@ def test_self_authored_row_blocks_publication_and_keeps_latest(published):
                           "lift_lower": 1.0, "lift_upper": 1.0, "rank": 1}
             replace_rows(conn, "training_set", bad, {"learner": "novice"})
 
+    return corrupted_training_set
+
+
+def test_self_authored_row_blocks_publication_and_keeps_latest(published):
+    instance, resources, latest, first_version = published
+
+    corrupted_training_set = corrupted()
     result = dg.materialize([corrupted_training_set, training_export, training_set_checks, training_export_checks],
                             instance=instance, resources=resources, partition_key="novice", raise_on_error=False)
     failed = {e.check_name: e for e in result.get_asset_check_evaluations() if not e.passed}
@@ -73,3 +79,29 @@ def test_tampered_export_fails_the_export_checks(published):
     assert "files_match_hashes" in failed
     assert "train.jsonl does not match its sha256" in failed["files_match_hashes"].metadata["error"].value
     assert os.path.islink(latest)
+
+
+def test_automation_never_exports_a_training_set_whose_blocking_check_failed(published):
+    """Through Dagster's own automation evaluation: the export's condition waits for passing blocking checks."""
+    instance, resources, latest, first_version = published
+    defs = dg.Definitions(assets=[training_set, training_export], asset_checks=[training_set_checks],
+                          resources=resources)
+    first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    assert first.total_requested == 0  # the export is current
+
+    # a passing training set re-materialized by hand: the export is requested
+    assert dg.materialize([training_set, training_set_checks], instance=instance, resources=resources,
+                          partition_key="novice").success
+    ok = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+    assert ok.get_requested_partitions(training_export.key) == {"novice"}
+
+    # a training set whose blocking check fails, materialized by hand: nothing is requested, now or later
+    checked = dg.materialize([corrupted(), training_set_checks], instance=instance, resources=resources,
+                             partition_key="novice", raise_on_error=False)
+    assert "no_self_authored_environments" in {e.check_name for e in checked.get_asset_check_evaluations()
+                                                if not e.passed}
+    bad = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=ok.cursor)
+    assert bad.get_requested_partitions(training_export.key) == set()
+    again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=bad.cursor)
+    assert again.get_requested_partitions(training_export.key) == set()
+    assert latest.resolve() == first_version

@@ -197,3 +197,13 @@ def test_lift_learning_study_trains_on_hints_and_measures_gain_on_held_out_games
     assert again.equals(df)  # the study is deterministic: same inputs, same table
     rho, p, n = correlate(df)
     assert n == 2 and rho != rho  # two points give no rank correlation (nan), never a fake one
+
+
+def test_an_export_that_does_not_match_its_training_set_is_never_published(tmp_path):
+    root = tmp_path / "exports" / "l"
+    first = write_export(root, "l", [item("a")], "v1", expected={"a": item("a").source_sha256})
+    with pytest.raises(ExportIntegrityError, match=r"does not match its training set, not published: "
+                                                   r"missing from the export: b"):
+        write_export(root, "l", [item("a")], "v2", expected={"a": item("a").source_sha256, "b": "f" * 64})
+    assert (root / "latest").resolve() == first.resolve()
+    assert sorted(p.name for p in root.iterdir()) == ["latest", "v1"]  # no staged leftovers, no v2

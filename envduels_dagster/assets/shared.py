@@ -1,7 +1,7 @@
-"""What every area shares: owners, the automation condition downstream of pairs, UI helpers.
+"""What every area shares: owners, the export's automation condition, UI helpers.
 
-Why here: one definition of "refresh after pairs land" for every asset that reads
-pair partitions, and one timestamp convention (naive UTC) for warehouse rows.
+Why here: one definition of "publish only what passed its blocking checks", and one timestamp
+convention (naive UTC) for warehouse rows.
 """
 
 import datetime as dt
@@ -10,13 +10,16 @@ import dagster as dg
 
 from envduels_dagster.core.reporting import markdown_table
 
-__all__ = ["AFTER_PAIRS", "OWNERS", "markdown_table", "utcnow"]
+__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "markdown_table", "utcnow"]
 
 OWNERS = ["team:envduels"]
 
-# Downstream of pair partitions: update when pairs update, without waiting forever for a
-# missing or failed pair (plain eager() includes "no dependency missing", DESIGN §7).
-AFTER_PAIRS = dg.AutomationCondition.eager().without(~dg.AutomationCondition.any_deps_missing())
+# The export follows a training set materialized outside a request (by hand in the UI) only once the set's
+# BLOCKING checks passed: eager() alone waits for materializations, not for checks, and would publish a set
+# that failed them (NOTES-dagster). Marts, rankings and training sets have no automation condition:
+# envduels_requests refreshes them once per request, after every partition of it landed.
+AFTER_CHECKED_TRAINING_SET = (dg.AutomationCondition.eager()
+                              & dg.AutomationCondition.all_deps_blocking_checks_passed())
 
 
 def utcnow() -> dt.datetime:

@@ -67,9 +67,28 @@ def _write(path: Path, data: str | bytes) -> None:
         os.fsync(fh.fileno())
 
 
+def audit_against(manifest: Manifest, expected: dict[str, str]) -> list[str]:
+    """What differs between an export's manifest and the training set it publishes (env_id -> source_sha256).
+
+    Empty when they agree. The publication audit (before ``latest`` moves) and the blocking
+    ``matches_training_set`` check (after) both use it, so they cannot disagree.
+    """
+    published = {e.id: e.source_sha256 for e in manifest.environments}
+    missing, extra = sorted(set(expected) - set(published)), sorted(set(published) - set(expected))
+    changed = sorted(k for k in set(expected) & set(published) if expected[k] != published[k])
+    return [f"{label}: {', '.join(ids[:5])}" for label, ids in
+            (("missing from the export", missing), ("not in training_set", extra), ("hash differs", changed)) if ids]
+
+
 def write_export(learner_root: Path, learner: str, items: list[ExportItem], version: str,
-                 on_file: Callable[[Path], None] | None = None) -> Path:
-    """Write, verify and publish version ``version``; return its directory. ``latest`` moves last."""
+                 on_file: Callable[[Path], None] | None = None, expected: dict[str, str] | None = None) -> Path:
+    """Write-audit-publish version ``version``; return its directory.
+
+    Write: every file goes into a temporary directory. Audit: the files must verify against their
+    SHA256SUMS and the data contract and, when ``expected`` (the training set's env_id -> source_sha256)
+    is given, list exactly those environments. Publish: only then is the version renamed into place and
+    ``latest`` switched. A failed audit raises ExportIntegrityError and leaves ``latest`` where it was.
+    """
     learner_root.mkdir(parents=True, exist_ok=True)
     for stale in learner_root.glob(f"{TMP_PREFIX}*"):  # leftovers of a crashed export
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
@@ -115,7 +134,11 @@ def write_export(learner_root: Path, learner: str, items: list[ExportItem], vers
         on_file(tmp / "train.parquet")
     _write(tmp / CHECKSUMS, "".join(f"{_sha256_file(p)}  {p.relative_to(tmp)}\n"
                                     for p in sorted(tmp.rglob("*")) if p.is_file()))
-    verify_export(tmp)
+    manifest = verify_export(tmp)
+    if expected is not None and (problems := audit_against(manifest, expected)):
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ExportIntegrityError(f"export {version} for {learner} does not match its training set, not published: "
+                                   + "; ".join(problems))
     os.rename(tmp, final)
     switch_latest(learner_root, version)
     return final

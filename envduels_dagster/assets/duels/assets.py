@@ -15,11 +15,9 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import by_author, pair_partitions
-from envduels_dagster.assets.registry.requests import WAIT_TAG
 from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
-WAIT_RETRIES, WAIT_SECONDS = 40, 15  # sensor-launched pairs wait up to 10 min for their author
 
 
 @dg.asset(
@@ -63,10 +61,6 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     author_version = registry.get(author).version
     current = environments_current(env_rows, author_version)
     upstream = "authored_environments" if round_ == 0 else f"hardened_environments_r{round_}"
-    if not current and context.run.tags.get(WAIT_TAG) == "true":
-        # Launched with the author's run by a sensor/schedule: wait for its environments to land.
-        context.log.info(f"waiting for {upstream}[{author}] version {author_version}")
-        raise dg.RetryRequested(max_retries=WAIT_RETRIES, seconds_to_wait=WAIT_SECONDS)
     if env_rows.empty:
         raise dg.Failure(f"no round-{round_} environments for author {author!r}: materialize {upstream}[{author}] first")
     if not current:

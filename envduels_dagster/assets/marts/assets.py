@@ -13,7 +13,7 @@ import math
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS
+from envduels_dagster.assets.shared import OWNERS
 from envduels_dagster.core.model_strings import sim_skill_ranks
 from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
 
@@ -54,7 +54,7 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
 
 @dg.asset(
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"}, automation_condition=AFTER_PAIRS,
+    tags={"layer": "analysis"},
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
                 "paired), Bradley-Terry strengths of the duels with bootstrap intervals, transitivity of the duel "
                 "tournament (cyclic triads, Kendall's zeta) and role separation (solver rank vs author rank, "
@@ -99,7 +99,7 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource) -> dg.Materializ
 
 @dg.asset(
     deps=["authored_environments"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"}, automation_condition=AFTER_PAIRS,
+    tags={"layer": "analysis"},
     description="How similar environment designs are across authors (cosine of AST-shape n-gram tf-idf) against a "
                 "label-permutation null, per author pair and overall (table `design_convergence`), and the "
                 "clusters of near-identical designs that span several authors (`design_convergence_clusters`).",

@@ -22,7 +22,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.marts.dbt_cli import offline_dbt_executable
 from envduels_dagster.assets.marts.project import import_dagster_dbt, marts_project
-from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS
+from envduels_dagster.assets.shared import OWNERS
 from envduels_dagster.resources.paths import lake_data_path, warehouse_file
 
 
@@ -50,11 +50,12 @@ def dbt_resource() -> DbtCliResource:
 
 
 class MartsTranslator(DagsterDbtTranslator):
-    """dbt models go in the ``marts`` group, owned by the team, refreshed by the automation sensor once the
-    pairs they read have landed; sources keep their Python asset keys (set in ``models/sources.yml``)."""
+    """dbt models go in the ``marts`` group, owned by the team; sources keep their Python asset keys (set in
+    ``models/sources.yml``). No automation condition: envduels_requests refreshes the marts once per request,
+    after every partition of it landed (``downstream_job``)."""
 
     def get_automation_condition(self, dbt_resource_props):
-        return AFTER_PAIRS
+        return None
 
     def get_group_name(self, dbt_resource_props):
         return "marts"

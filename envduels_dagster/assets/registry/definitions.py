@@ -1,11 +1,14 @@
-"""The registry area: the ``model_registry`` asset, its checks and the sensor that follows the registry file."""
+"""The registry area: the ``model_registry`` asset and its checks.
+
+Its sensor, ``envduels_requests`` (``sensors.py``), launches every other area's jobs, so the root
+builds it once all areas' jobs are known (``envduels_dagster/definitions.py``).
+"""
 
 import dagster as dg
 
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.checks import model_registry_checks
-from envduels_dagster.assets.registry.sensors import new_models_sensor
 
 
 def defs() -> dg.Definitions:
-    return dg.Definitions(assets=[model_registry], asset_checks=[model_registry_checks], sensors=[new_models_sensor])
+    return dg.Definitions(assets=[model_registry], asset_checks=[model_registry_checks])

@@ -1,27 +1,54 @@
-"""Run requests for author and pair partitions, shared by the new-models sensor and the stale schedules.
+"""Run requests for the stages of a request (``core/requests.py``), and the statuses of those stages.
 
-Why one place: run keys carry the model versions (and the reason), so a repeat tick or a
-daemon restart requests nothing twice, and sensor and schedules must build them alike.
-Runs are limited per provider by dagster.yaml's tag_concurrency_limits (``PROVIDER_TAG``);
-sensor-launched pair runs wait (retry) for their author's environments (``WAIT_TAG``).
+Why here, next to the sensor: a stage is turned into runs and read back from runs in one place, so
+the tags that tie a run to its request are written and read by the same code. Each run carries
+``envduels/request`` and ``envduels/stage``: the UI's run list filters by request, and a failed run
+re-executed from the UI (re-execution keeps the tags) counts for its stage, so the request resumes.
+The provider tag is not set here: the instance's run coordinator sets it on every run
+(``envduels_dagster/run_coordinator.py``).
 """
 
 import dagster as dg
 
-from envduels_dagster.assets.authoring.jobs import author_job
-from envduels_dagster.assets.duels.jobs import pair_job
-from envduels_dagster.assets.registry.partitions import pair_key
+from envduels_dagster.core.requests import RequestPlan, Stage, StageStatus, stage_status
 
-PROVIDER_TAG = "envduels/provider"
-WAIT_TAG = "envduels/wait_for_author"
+REQUEST_TAG = "envduels/request"
+STAGE_TAG = "envduels/stage"
 
 
-def author_request(name: str, version: str, provider: str, reason: str) -> dg.RunRequest:
-    return dg.RunRequest(run_key=f"{reason}:author:{name}:v{version}", job_name=author_job.name, partition_key=name,
-                         tags={PROVIDER_TAG: provider, "dagster/priority": "10"})
+def stage_job_name(stage: Stage) -> str:
+    """The job that runs one stage's partitions (one job per partitions definition and round)."""
+    if stage.kind == "authors":
+        return "author_job" if stage.round == 0 else f"hardened_r{stage.round}_job"
+    if stage.kind == "pairs":
+        return "pair_job" if stage.round == 0 else f"pairs_r{stage.round}_job"
+    return {"downstream": "downstream_job", "learners": "learner_job", "studies": "studies_job"}[stage.kind]
 
 
-def pair_request(author: str, solver: str, versions: dict[str, str], provider: str, reason: str) -> dg.RunRequest:
-    return dg.RunRequest(run_key=f"{reason}:pair:{author}|{solver}:v{versions[author]}|v{versions[solver]}",
-                         job_name=pair_job.name, partition_key=pair_key(author, solver),
-                         tags={PROVIDER_TAG: provider, WAIT_TAG: "true"})
+def stage_run_requests(plan: RequestPlan, index: int) -> list[dg.RunRequest]:
+    stage = plan.stages[index]
+    tags = {REQUEST_TAG: plan.request_id, STAGE_TAG: str(index)}
+    job = stage_job_name(stage)
+    if not stage.partitions:
+        return [dg.RunRequest(run_key=f"{plan.request_id}:{index}", job_name=job,
+                              tags={**tags, "dagster/priority": "5"})]
+    out = []
+    for part in stage.partitions:
+        key = dg.MultiPartitionKey(dict(zip(("author", "solver"), part.split("|")))) if "|" in part else part
+        out.append(dg.RunRequest(run_key=f"{plan.request_id}:{index}:{part}", job_name=job, partition_key=key,
+                                 tags=tags))
+    return out
+
+
+def stage_statuses(instance: dg.DagsterInstance, plan: RequestPlan) -> list[StageStatus]:
+    """Each stage's status from the latest run of each of its partitions (a re-execution replaces its parent)."""
+    latest: dict[int, dict[str, tuple[float, str]]] = {}
+    for rec in instance.get_run_records(dg.RunsFilter(tags={REQUEST_TAG: plan.request_id})):
+        run = rec.dagster_run
+        stage = int(run.tags.get(STAGE_TAG, -1))
+        part = run.tags.get("dagster/partition", "")
+        created = rec.create_timestamp.timestamp()
+        if created >= latest.setdefault(stage, {}).get(part, (-1.0, ""))[0]:
+            latest[stage][part] = (created, run.status.value)
+    return [stage_status(s.partitions, {p: st for p, (_, st) in latest.get(i, {}).items()},
+                         unpartitioned=not s.partitions) for i, s in enumerate(plan.stages)]

@@ -1,46 +1,126 @@
-"""``new_models_sensor``: adding a model to the registry runs exactly its new partitions.
+"""``envduels_requests``: the one sensor that turns registry changes and stale data into staged runs.
 
-It registers new names as dynamic partitions and, in the same tick, requests the
-new author partition and the 2N+1 new pairs. Run keys include the model versions,
-and the cursor remembers what was requested, so a repeat tick or a daemon restart
-requests nothing twice. Removing a model from the registry deletes nothing: its
-partitions and warehouse rows stay (see README).
+Why one sensor owns every request (new models, stale partitions, partitions run by hand): the marts,
+rankings and training sets must be refreshed once, after *all* partitions of a request landed, and
+never while another request is half done. A sensor with a cursor sees every open request; separate
+sensors and schedules could not. What a request contains and when a stage may start is decided in
+:mod:`envduels_dagster.core.requests`; this module reads run statuses and launches runs.
+
+Per tick: (1) models in the registry but not yet partitions open a request (registered in the same
+tick); (2) when no request is open, stale partitions are looked for at most every
+ENVDUELS_STALE_INTERVAL_S (default hourly); (3) when no request is open and nothing runs, partitions
+materialized since the last refresh (by hand, in the UI) get one downstream refresh; (4) every open
+request launches its next stage once the previous one succeeded, or stops at a failed one. Removing a
+model from the registry deletes nothing (README).
 """
 
-import json
+from __future__ import annotations
+
+import os
+import time
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.authoring.jobs import author_job
-from envduels_dagster.assets.duels.jobs import pair_job
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, add_requests
-from envduels_dagster.assets.registry.requests import author_request, pair_request
-from envduels_dagster.core.registry import RegistryError, load_registry
+from envduels_dagster.assets.registry.requests import stage_run_requests, stage_statuses
+from envduels_dagster.core.registry import Registry, RegistryError, load_registry
+from envduels_dagster.core.requests import RequestBook, next_step, plan_new_models, plan_refresh, plan_stale
 from envduels_dagster.core.staleness import new_model_plan
+from envduels_dagster.resources import DuelSettings
+
+PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests.py and the README
+STALE_INTERVAL_ENV = "ENVDUELS_STALE_INTERVAL_S"  # how often to look for stale partitions (default hourly)
+INTERVAL_ENV = "ENVDUELS_SENSOR_INTERVAL_S"  # seconds between ticks (default 30)
+# Assets whose partitions feed the downstream refresh: authoring, hardening and pairs of every round.
+PARTITION_ASSET_PREFIXES = ("duel_episodes", "authored_environments", "hardened_environments_r")
+ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+          dg.DagsterRunStatus.STARTED]
 
 
-@dg.sensor(name="new_models_sensor", jobs=[author_job, pair_job], minimum_interval_seconds=30,
-           default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Registers models added to the registry (ENVDUELS_REGISTRY) and runs only their partitions.")
-def new_models_sensor(context: dg.SensorEvaluationContext):
-    try:
-        registry = load_registry()
-    except RegistryError as exc:
-        return dg.SkipReason(f"registry is invalid, nothing requested: {exc}")
-    registered = context.instance.get_dynamic_partitions(MODELS_PARTITION)
-    requested = set(json.loads(context.cursor)) if context.cursor else set()
-    new, pairs = new_model_plan(registry.names, registered)
-    if not new:
-        return dg.SkipReason(f"no new models ({len(registry.names)} in the registry)")
-    versions = {m.name: m.version for m in registry.models}
-    providers = {m.name: m.provider for m in registry.models}
-    runs = [author_request(n, versions[n], providers[n], "new") for n in new]
-    runs += [pair_request(a, s, versions, providers[s], "new") for a, s in pairs]
-    runs = [r for r in runs if r.run_key not in requested]
-    context.log.info(f"new models {new}: {len(runs)} runs ({len(pairs)} pairs)")
-    return dg.SensorResult(
-        run_requests=runs,
-        dynamic_partitions_requests=add_requests(new),
-        cursor=json.dumps(sorted(requested | {r.run_key for r in runs})),
-    )
+def _newest_partition_materialization(instance: dg.DagsterInstance) -> float:
+    newest = 0.0
+    for key in instance.get_asset_keys():
+        if key.to_user_string().startswith(PARTITION_ASSET_PREFIXES):
+            event = instance.get_latest_materialization_event(key)
+            if event is not None:
+                newest = max(newest, event.timestamp)
+    return newest
 
+
+def _open_requests(context, book: RequestBook, registry: Registry, warehouse: DuckDBResource,
+                   settings: DuelSettings, rounds: int) -> list:
+    """Open a request for newcomers, else (when idle) for stale partitions, else for hand-run partitions."""
+    new, _ = new_model_plan(registry.names, context.instance.get_dynamic_partitions(MODELS_PARTITION))
+    stamp = f"{int(time.time())}"
+    if new:
+        mode = os.environ.get(PANEL_MODE_ENV, "frozen")
+        book.add(plan_new_models(book.new_id(f"new-{stamp}"), new, registry.names, rounds, mode))
+        return add_requests(new)
+    if book.open:
+        return []
+    if time.time() - book.last_stale_check >= float(os.environ.get(STALE_INTERVAL_ENV, "3600")):
+        from envduels_dagster.core.staleness import stale_partitions
+
+        book.last_stale_check = time.time()
+        versions = {m.name: m.version for m in registry.models}
+        with warehouse.get_connection() as conn:
+            authors, pairs = stale_partitions(conn, versions, list(settings.benchmark_seeds))
+        plan = plan_stale(book.new_id(f"stale-{stamp}"), authors, pairs, registry.names, rounds)
+        if plan:
+            book.add(plan)
+            return []
+    newest = _newest_partition_materialization(context.instance)
+    if not book.refreshed_through:
+        book.refreshed_through = newest  # first tick on an existing instance: what is there counts as refreshed
+    elif newest > book.refreshed_through and not context.instance.get_run_records(
+            dg.RunsFilter(statuses=ACTIVE), limit=1):
+        book.add(plan_refresh(book.new_id(f"refresh-{stamp}"), registry.names, "partitions ran outside a request"))
+    return []
+
+
+def _advance(context, book: RequestBook) -> list[dg.RunRequest]:
+    """Launch the next stage of every open request whose previous stage succeeded."""
+    runs: list[dg.RunRequest] = []
+    plans = book.plans()
+    decisions = [next_step(plan, stage_statuses(context.instance, plan)) for plan in plans]
+    for i, (plan, decision) in enumerate(zip(plans, decisions)):
+        context.log.info(f"{plan.request_id}: {decision.message}")
+        if decision.action == "done":
+            book.finish(plan.request_id)
+        elif decision.action == "launch":
+            stage = plan.stages[decision.stage]
+            if stage.kind == "downstream":
+                # refresh only on whole data: no earlier request may still have partitions to land
+                if any(d.stage is not None and p.stages[d.stage].kind in ("authors", "pairs")
+                       for p, d in zip(plans[:i], decisions[:i])):
+                    context.log.info(f"{plan.request_id}: the refresh waits for an earlier request's partitions")
+                    continue
+                book.refreshed_through = time.time()
+            runs += stage_run_requests(plan, decision.stage)
+    return runs
+
+
+def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
+    """The sensor over ``jobs`` (every stage's job: authors and pairs of each round, downstream, learners, studies)."""
+
+    @dg.sensor(name="envduels_requests", jobs=jobs, minimum_interval_seconds=int(os.environ.get(INTERVAL_ENV) or 30),
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description="Runs what registry changes ask for, in stages: a new model gets every round, then one "
+                           "refresh of marts, rankings and training sets; stale partitions likewise (hourly check); "
+                           "partitions run by hand get one refresh once nothing is running.")
+    def envduels_requests(context: dg.SensorEvaluationContext, warehouse: DuckDBResource, settings: DuelSettings):
+        book = RequestBook.from_json(context.cursor)
+        try:
+            registry = load_registry()
+        except RegistryError as exc:
+            return dg.SkipReason(f"registry is invalid, nothing requested: {exc}")
+        partition_requests = _open_requests(context, book, registry, warehouse, settings, rounds)
+        runs = _advance(context, book)
+        if not runs and not partition_requests:
+            return dg.SensorResult(cursor=book.to_json(), skip_reason=dg.SkipReason(
+                f"{len(book.open)} open request(s); nothing to launch this tick"))
+        return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests,
+                               cursor=book.to_json())
+
+    return envduels_requests

@@ -17,7 +17,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import play_round_pair
 from envduels_dagster.assets.registry.partitions import by_author, models_partitions, pair_partitions
-from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -89,7 +89,7 @@ def round_assets(first_pairs: dg.AssetsDefinition, rounds: int) -> list[dg.Asset
 
 @dg.asset(
     deps=["duel_episodes"], group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "mart"}, automation_condition=AFTER_PAIRS,
+    tags={"layer": "mart"},
     description="Per author and hardening round: change in design score (peer discrimination) and hint score "
                 "(peer lift) from each environment to its hardened child, with bootstrap 95% intervals, and the "
                 "rank correlation between an author's solver skill and its improvement.",

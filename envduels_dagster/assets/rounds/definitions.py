@@ -9,11 +9,17 @@ from envduels_dagster.assets.authoring.checks import make_environments_checks
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.duels.checks import make_episodes_checks
 from envduels_dagster.assets.rounds.assets import authoring_progress, round_assets
+from envduels_dagster.assets.rounds.jobs import round_jobs
+
+
+def configured_rounds() -> int:
+    """ENVDUELS_ROUNDS (default 1), read when the definitions are built."""
+    return int(os.environ.get("ENVDUELS_ROUNDS") or 1)
 
 
 def defs(rounds: int | None = None) -> dg.Definitions:
-    rounds = int(os.environ.get("ENVDUELS_ROUNDS") or 1) if rounds is None else rounds
+    rounds = configured_rounds() if rounds is None else rounds
     assets = round_assets(duel_episodes, rounds)
     checks = [make_environments_checks(hardened, r) for r, hardened in enumerate(assets[0::2], start=1)]
     checks += [make_episodes_checks(pairs, r) for r, pairs in enumerate(assets[1::2], start=1)]
-    return dg.Definitions(assets=[*assets, authoring_progress], asset_checks=checks)
+    return dg.Definitions(assets=[*assets, authoring_progress], asset_checks=checks, jobs=round_jobs(rounds))

@@ -12,7 +12,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
-from envduels_dagster.assets.shared import AFTER_PAIRS, OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import AFTER_CHECKED_TRAINING_SET, OWNERS, markdown_table, utcnow
 from envduels_dagster.resources import DuelSettings, SandboxResource
 
 
@@ -20,7 +20,6 @@ from envduels_dagster.resources import DuelSettings, SandboxResource
     partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver)],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
-    automation_condition=AFTER_PAIRS,
     description="Training set for one learner (partition): environments it fails cold and passes hinted "
                 "(configurable rule), ranked by lift, with provenance. Table `training_set`.",
 )
@@ -51,10 +50,12 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
 
 @dg.asset(
     partitions_def=solver_partitions, deps=[training_set], group_name="training",
-    kinds={"python", "parquet"}, owners=OWNERS, tags={"layer": "product"}, automation_condition=AFTER_PAIRS,
+    kinds={"python", "parquet"}, owners=OWNERS, tags={"layer": "product"},
+    automation_condition=AFTER_CHECKED_TRAINING_SET,
     description="The learner's training set as files: $ENVDUELS_HOME/exports/<learner>/<version>/ with an "
                 "EnvDuels v1 export, train.jsonl (multi-turn gym rows) and train.parquet (prompt rows); "
-                "`latest` switches atomically to the newest complete version.",
+                "`latest` switches atomically, and only after the staged version passed its audit (files match "
+                "SHA256SUMS and the contract, and list exactly the learner's training set): write-audit-publish.",
 )
 def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
                     warehouse: DuckDBResource) -> dg.MaterializeResult:
@@ -69,7 +70,8 @@ def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
         envs = read_table(conn, "environments")
     items = asyncio.run(export_items(rows, envs, sandbox.limits()))
     version = f"{utcnow():%Y%m%dT%H%M%S}-{context.run.run_id[:8]}"
-    path = write_export(exports_root() / learner, learner, items, version)
+    expected = dict(zip(rows["env_id"], rows["source_sha256"]))
+    path = write_export(exports_root() / learner, learner, items, version, expected=expected)
     context.log.info(f"published {len(items)} environments for {learner} at {path}")
     return dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(path)),

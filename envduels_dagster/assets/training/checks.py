@@ -150,7 +150,7 @@ def training_set_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckD
 )
 def training_export_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource):
     from envduels_dagster.api import exports_root
-    from envduels_dagster.core.training_export import ExportIntegrityError, verify_export
+    from envduels_dagster.core.training_export import ExportIntegrityError, audit_against, verify_export
     from envduels_dagster.core.warehouse import read_table
 
     learner = partition_keys(context)["key"]
@@ -168,13 +168,7 @@ def training_export_checks(context: dg.AssetCheckExecutionContext, warehouse: Du
                                         "environments": len(manifest.environments)})
     with warehouse.get_connection() as conn:
         rows = read_table(conn, "training_set", {"learner": learner})
-    expected = dict(zip(rows["env_id"], rows["source_sha256"]))
-    published = {e.id: e.source_sha256 for e in manifest.environments}
-    missing, extra = sorted(set(expected) - set(published)), sorted(set(published) - set(expected))
-    changed = sorted(k for k in set(expected) & set(published) if expected[k] != published[k])
-    problems = [f"{label}: {', '.join(ids[:5])}" for label, ids in
-                (("missing from the export", missing), ("not in training_set", extra), ("hash differs", changed))
-                if ids]
+    problems = audit_against(manifest, dict(zip(rows["env_id"], rows["source_sha256"])))
     yield dg.AssetCheckResult(asset_key=EXPORT, check_name="matches_training_set", passed=not problems,
                               metadata={"problems": dg.MetadataValue.text("; ".join(problems) or "none"),
-                                        "environments": len(published)})
+                                        "environments": len(manifest.environments)})

@@ -1,0 +1,7 @@
+"""``studies_job``: the lift -> learning study, the last stage of a request (after every learner)."""
+
+import dagster as dg
+
+studies_job = dg.define_asset_job(
+    "studies_job", selection=dg.AssetSelection.assets("lift_learning"),
+    description="The lift -> learning study over every learner.")
