@@ -34,7 +34,7 @@ def main() -> int:
         kinds[(kind, r.status)] += 1
     print(f"home: {home}")
     print(f"settled: {result.settled}; runs: {len(result.runs)}; by status: {result.by_status()}")
-    print(f"mart refresh runs: {sum(1 for r in result.runs if MART_KEYS & set(r.assets))}")
+    print(f"mart refresh runs: {sum(1 for r in result.runs if MART_KEYS & set(r.assets) or r.job_name == 'downstream_job')}; requests: {len({r.tags.get('envduels/request') for r in result.runs} - {None})}")
     print(f"wall time from registry edit to last run end: {result.wall_s:.0f} s")
     for (kind, status), n in sorted(kinds.items()):
         print(f"  {n:3d} x {kind} [{status}]")

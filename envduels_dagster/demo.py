@@ -130,8 +130,10 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     return {"models": len(names), "pairs": len(pairs)}
 
 
-def leaderboard(database: str) -> str:
-    """Solver and author tables from the warehouse at ``database`` (a DuckDB file or a DuckLake location)."""
+def leaderboard(database: str, round_: int = 0) -> str:
+    """The demo's summary of one round (default 0, the benchmark: original authoring; rounds never pool).
+
+    ``database`` is the warehouse location: a DuckDB file, or the shared profile's DuckLake."""
     from envduels_dagster.core.storage import Warehouse, is_ducklake
     from envduels_dagster.settings import lake_data_path
 
@@ -139,20 +141,22 @@ def leaderboard(database: str) -> str:
         solvers = conn.execute("""
             SELECT solver, round(avg(CASE WHEN condition = 'cold' THEN (status = 'success')::INT END), 2) AS cold,
                    round(avg(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END), 2) AS hinted
-            FROM episodes WHERE status <> 'incomplete' AND author <> solver
-            GROUP BY solver ORDER BY cold DESC""").fetchall()
+            FROM episodes WHERE status <> 'incomplete' AND author <> solver AND round = ?
+            GROUP BY solver ORDER BY cold DESC""", [round_]).fetchall()
         authors = conn.execute("""
             SELECT e.author, count(*) AS written, sum(valid::INT) AS valid,
                    round(coalesce((SELECT avg(lift) FROM pair_lift p WHERE p.author = e.author
-                                   AND NOT p.is_self_pair), 0), 2) AS peer_lift
-            FROM environments e GROUP BY e.author ORDER BY peer_lift DESC""").fetchall()
+                                   AND p.round = e.round AND NOT p.is_self_pair), 0), 2) AS peer_lift
+            FROM environments e WHERE e.round = ? GROUP BY e.author, e.round ORDER BY peer_lift DESC""",
+                               [round_]).fetchall()
         training = conn.execute("SELECT learner, count(*) FROM training_set GROUP BY learner ORDER BY 1").fetchall()
-    lines = ["Solvers (success on other authors' environments)", f"  {'solver':<12} {'cold':>6} {'hinted':>7}"]
+    lines = [f"Round {round_}" + (" (the benchmark: original authoring)" if round_ == 0 else ""), "",
+             "Solvers (success on other authors' environments)", f"  {'solver':<12} {'cold':>6} {'hinted':>7}"]
     lines += [f"  {s:<12} {c:>6.2f} {h:>7.2f}" for s, c, h in solvers]
     lines += ["", "Authors (mean hint lift their environments give other solvers)",
               f"  {'author':<12} {'valid':>9} {'peer lift':>10}"]
     lines += [f"  {a:<12} {v:>4}/{w:<4} {lift:>10.2f}" for a, w, v, lift in authors]
-    lines += ["", "Training sets: " + ", ".join(f"{l}={n}" for l, n in training)]
+    lines += ["", "Training sets (each lineage's newest valid version, any round): " + ", ".join(f"{l}={n}" for l, n in training)]
     return "\n".join(lines)
 
 

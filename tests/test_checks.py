@@ -221,17 +221,17 @@ CORRUPTIONS = [
      "WHERE solver = 'bob' AND author = 'alice' AND seed = 0 AND condition = 'cold'",
      "secret_found=token after key/token word: 3f9a…(32 chars)", {}),
     ("pair_lift", "lift_in_range", "UPDATE pair_lift SET lift_upper = 1.2 WHERE author = 'alice' AND solver = 'bob'",
-     "lift_upper is in [-1, 1]: 1 of 4 rows violate it, e.g. [pair=alice|bob, lift_lower=1, lift=1, lift_upper=1.2]",
+     "lift_upper is in [-1, 1]: 1 of 4 rows violate it, e.g. [pair=0|alice|bob, lift_lower=1, lift=1, lift_upper=1.2]",
      {}),
     ("pair_lift", "interval_contains_estimate",
      "UPDATE pair_lift SET lift_lower = 0.5, lift_upper = 0.6 WHERE author = 'alice' AND solver = 'alice'",
-     "lift_lower <= lift: 1 of 4 rows violate it, e.g. [pair=alice|alice, lift_lower=0.5, lift=0, lift_upper=0.6",
+     "lift_lower <= lift: 1 of 4 rows violate it, e.g. [pair=0|alice|alice, lift_lower=0.5, lift=0, lift_upper=0.6",
      {}),
     ("pair_lift", "every_model_present", "DELETE FROM pair_lift WHERE author = 'alice' AND solver = 'bob'",
-     "every peer pair of registry models (author with valid environments) has a row: 1 of 2 rows violate it, "
-     "e.g. [author=alice, solver=bob, pair_rows=0]", {}),
+     "every peer pair of registry models (author with valid environments in the round) has a row: 1 of 2 rows "
+     "violate it, e.g. [round=0, author=alice, solver=bob, pair_rows=0]", {}),
     ("pair_lift", "sample_size_minimum", "SELECT 1",
-     "n_matched >= 2 (configured minimum): 1 of 4 rows violate it, e.g. [pair=bob|alice", {"min_matched": 2}),
+     "n_matched >= 2 (configured minimum): 1 of 4 rows violate it, e.g. [pair=0|bob|alice", {"min_matched": 2}),
     ("training", "rows_meet_learner_filter",
      "UPDATE episodes SET status = 'success', stop_reason = 'terminated', final_reward = 1 "
      "WHERE solver = 'bob' AND env_id = 'alice.r0.0' AND condition = 'cold' AND seed = 0",
@@ -277,7 +277,7 @@ def test_pair_lift_counting_incomplete_episodes_as_failures_is_caught(wh, templa
     assert failing(results) == {"incomplete_excluded"}
     text = results["incomplete_excluded"].description
     assert "n_matched equals the matched seeds of completed episodes: 1 of 4 rows violate it, " \
-           "e.g. [pair=bob|alice" in text
+           "e.g. [pair=0|bob|alice" in text
     assert "n_incomplete equals the incomplete episodes of the pair" in text
     assert "lift equals its recomputation from completed, matched episodes" in text
 
@@ -333,13 +333,13 @@ def test_pair_lift_check_tolerates_optional_columns_and_other_schemas(wh, templa
 
 
 def test_pair_lift_kept_per_round_is_recomputed_per_round(wh, template):
-    wh.execute("ALTER TABLE pair_lift ADD COLUMN round INTEGER DEFAULT 0")
+    assert "round" in wh.execute("SELECT * FROM pair_lift LIMIT 0").df().columns  # the contract carries round
     assert not failing(run_suite(wh, "pair_lift", template))
     wh.execute("INSERT INTO pair_lift SELECT * REPLACE (1 AS round) FROM pair_lift WHERE author = 'alice'")
     results = run_suite(wh, "pair_lift", template)
     assert failing(results) == {"incomplete_excluded"}  # round 1 rows with no round-1 episodes behind them
     assert "n_matched equals the matched seeds of completed episodes: 2 of 6 rows violate it, " \
-           "e.g. [pair=alice|alice|1" in results["incomplete_excluded"].description
+           "e.g. [pair=1|alice|alice" in results["incomplete_excluded"].description
 
 
 # ---------------------------------------------------------------------------------------------

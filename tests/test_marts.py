@@ -5,7 +5,10 @@ One warehouse holds three independent scenarios, so a single dbt run serves ever
 * the hand-made episode table of test_stats.py (author A; solvers S, T and A itself), plus an invalid
   environment with stray episodes (author B) that the marts must ignore;
 * a three-model tournament X > Y > Z whose duels are decisive and transitive;
-* 150 synthetic pairs (30 environments x 4 seeds, true lift 0.2) for the coverage of the SQL interval.
+* 150 synthetic pairs (30 environments x 4 seeds, true lift 0.2) for the coverage of the SQL interval;
+* a hardening round 1 of the tournament (the live-UI case): X keeps its environments (byte-identical copies,
+  new env_ids), Y hardens its own, and Z, present in round 0, writes nothing in round 1 and played only two of
+  X's round-1 environments. Every round-0 figure must be what it was without round 1 (rounds never pool).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from envduels_dagster.assets.marts.project import marts_project, prepare_manifes
 from envduels_dagster.core.stats import env_solver_stats as py_env_solver_stats
 from envduels_dagster.core.stats import pair_lift as py_pair_lift
 from envduels_dagster.core.warehouse import ensure_schema
+from envduels_dagster.resources import DuelSettings
 from tests.test_stats import HAND_PAIRS, HAND_STATS, TRUE_LIFT, episodes, hand_table, seeds
 
 pytestmark = pytest.mark.slow  # one real dbt build (~20-50 s on this machine) serves the module
@@ -80,6 +84,22 @@ def tournament() -> pd.DataFrame:
     return episodes(rows)
 
 
+def round_one() -> pd.DataFrame:
+    """Round 1 of the tournament: X's kept copies X.r1.e give Y the lifts X.e gave it; Y's hardened Y.r1.e
+    give X lift 0.5 or 0; Z (no round-1 environments) played only X.r1.0 and X.r1.1, so most of X's
+    round-1 environments have no result for Z (the draws of a bootstrap replicate can all miss them)."""
+    hinted = {"X": ([1, 1, 1, 1], [1, 1, 1, 0]), "Y": ([1, 1, 0, 0], [0, 0, 0, 0])}
+    rows = []
+    for e in range(6):
+        rows += seeds(f"X.r1.{e}", "X", "Y", [0, 0, 0, 0], hinted["X"][e % 2])
+        rows += seeds(f"Y.r1.{e}", "Y", "X", [0, 0, 0, 0], hinted["Y"][e % 2])
+    for e in range(2):
+        rows += seeds(f"X.r1.{e}", "X", "Z", [0, 0, 0, 0], [1, 1, 0, 0])
+    df = episodes(rows)
+    df["round"] = 1
+    return df
+
+
 def coverage_pairs(rng: np.random.Generator) -> pd.DataFrame:
     """Author cov### x solver learner: p_cold ~ U(.1,.5), env lift ~ U(0,.4) (true mean 0.2), 4 paired seeds."""
     frames = []
@@ -107,6 +127,13 @@ def environments() -> pd.DataFrame:
                  (f"{author}.1", author, "deduction", "codelock", LOCK.format(name=f"{author}Lock", size=50), True)]
     df = pd.DataFrame(rows, columns=["env_id", "author", "domain", "family", "source", "valid"])
     df["round"] = 0
+    # Round 1: X's kept copies (same source, new env_id, parent set), Y's hardened lock plus one rejected.
+    kept = df[df["author"] == "X"].assign(round=1, parent_env_id=lambda d: d["env_id"],
+                                          env_id=lambda d: d["env_id"].str.replace("X.", "X.r1.", regex=False))
+    hardened = pd.DataFrame([("Y.r1.0", "Y", "deduction", "codelock", LOCK.format(name="YLock2", size=90), True, 1),
+                             ("Y.r1.9", "Y", "deduction", "codelock", "class Broken(:", False, 1)],
+                            columns=["env_id", "author", "domain", "family", "source", "valid", "round"])
+    df = pd.concat([df, kept, hardened], ignore_index=True)
     df["reject_reason"] = np.where(df["valid"], None, "test: invalid")
     return df
 
@@ -117,7 +144,8 @@ def built(tmp_path_factory):
     db = tmp / "warehouse.duckdb"
     stray = episodes(seeds("E3", "B", "S", [0, 0, 0, 0], [1, 1, 1, 1]))
     all_episodes = pd.concat([hand_table(), stray, tournament(), coverage_pairs(np.random.default_rng(7))],
-                             ignore_index=True)
+                             ignore_index=True).assign(round=0)
+    all_episodes = pd.concat([all_episodes, round_one()], ignore_index=True)
     all_episodes["is_self_pair"] = all_episodes["author"] == all_episodes["solver"]
     models = ["A", "B", "S", "T", "X", "Y", "Z", "learner"]
     registry = pd.DataFrame({"name": models, "model": [f"openai/{m}" for m in models]})
@@ -131,7 +159,7 @@ def built(tmp_path_factory):
     prepare_manifest()
     result = dg.materialize(
         [build_dbt_marts(), rankings, design_convergence], instance=dg.DagsterInstance.ephemeral(),
-        resources={"dbt": dbt_resource(), "warehouse": DuckDBResource(database=str(db))},
+        resources={"dbt": dbt_resource(), "warehouse": DuckDBResource(database=str(db)), "settings": DuelSettings()},
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}},
                     "ops": {"rankings": {"config": {"n_boot": 300, "n_perm": 1000}},
                             "design_convergence": {"config": {"n_perm": 200}}}},
@@ -204,13 +232,13 @@ def test_sql_pair_lift_matches_hand_values_and_python(built):
 
 def test_sql_author_and_solver_scores_hand_computed(built):
     _, db, _ = built
-    a = query(db, "SELECT * FROM author_scores").set_index("author")
+    a = query(db, "SELECT * FROM author_scores WHERE round = 0").set_index("author")
     # Peers S, T: E1 cold (0.25, 1) -> |0.75| / floor(4/4); E2 (0, 0) -> 0. Peer lift: E1 (0.25 + 0)/2, E2 (0.75 + 0)/2.
     assert (a.loc["A", "design_score"], a.loc["A", "hint_score"]) == pytest.approx((0.375, 0.25))
     assert (a.loc["A", "n_written"], a.loc["A", "n_valid"]) == (3, 2)
     assert a.loc["A", "validity_rate"] == pytest.approx(2 / 3)
     assert a.loc["B", "validity_rate"] == 0.0 and pd.isna(a.loc["B", "design_score"])
-    s = query(db, "SELECT * FROM solver_scores").set_index("solver")
+    s = query(db, "SELECT * FROM solver_scores WHERE round = 0").set_index("solver")
     assert tuple(s.loc["S", ["cold_success", "hinted_success", "hint_gain"]]) == pytest.approx((0.125, 0.625, 0.5))
     assert tuple(s.loc["T", ["cold_success", "hinted_success", "hint_gain"]]) == pytest.approx((0.5, 0.5, 0.0))
     assert "A" not in s.index  # A only played its own environments
@@ -218,7 +246,7 @@ def test_sql_author_and_solver_scores_hand_computed(built):
 
 def test_duels_and_rankings_of_a_transitive_tournament(built):
     _, db, _ = built
-    duels = query(db, "SELECT * FROM duels ORDER BY model_a, model_b")
+    duels = query(db, "SELECT * FROM duels WHERE round = 0 ORDER BY model_a, model_b")
     assert duels[["model_a", "model_b", "outcome", "winner"]].values.tolist() == [
         ["X", "Y", "a", "X"], ["X", "Z", "a", "X"], ["Y", "Z", "a", "Y"]]
     assert duels["lift_diff"].tolist() == pytest.approx([0.5, 0.75, 0.25])
@@ -266,14 +294,14 @@ def test_sql_author_and_solver_scores_agree_with_the_python_rankings(built):
     marts (SQL) and in core.rankings (Python, for the bootstrap). Their point estimates must be equal."""
     _, db, _ = built
     ranks = query(db, "SELECT * FROM rankings").set_index("model")
-    authors = query(db, "SELECT * FROM author_scores WHERE n_envs_scored > 0").set_index("author")
+    authors = query(db, "SELECT * FROM author_scores WHERE n_envs_scored > 0 AND round = 0").set_index("author")
     both = authors.index.intersection(ranks.dropna(subset=["author_score"]).index)
     assert len(both) >= 4  # A, X, Y, Z and the coverage authors
     assert authors.loc[both, "hint_score"].to_numpy() == pytest.approx(ranks.loc[both, "author_score"].to_numpy())
     sql_design, py_design = authors.loc[both, "design_score"], ranks.loc[both, "design_score"]
     assert (sql_design.isna() == py_design.isna()).all() and sql_design.notna().sum() >= 4
     assert sql_design.dropna().to_numpy() == pytest.approx(py_design.dropna().to_numpy())
-    solvers = query(db, "SELECT * FROM solver_scores").set_index("solver")
+    solvers = query(db, "SELECT * FROM solver_scores WHERE round = 0").set_index("solver")
     ranked = solvers.index.intersection(ranks.dropna(subset=["solver_score"]).index)
     assert len(ranked) >= 4
     assert solvers.loc[ranked, "cold_success"].to_numpy() == pytest.approx(ranks.loc[ranked, "solver_score"].to_numpy())
@@ -285,18 +313,26 @@ def test_sql_t_intervals_equal_the_python_ones(built):
     from envduels_dagster.core.stats import difference_interval
 
     _, db, all_episodes = built
-    sql = query(db, "SELECT * FROM pair_lift").set_index(["author", "solver"]).sort_index()
-    py = py_pair_lift(all_episodes, n_boot=10).set_index(["author", "solver"]).loc[sql.index]
+    key = ["round", "author", "solver"]
+    sql = query(db, "SELECT * FROM pair_lift").set_index(key).sort_index()
+    py = py_pair_lift(all_episodes[all_episodes["author"] != "B"], n_boot=10).set_index(key).sort_index()
+    assert list(py.index) == list(sql.index)  # the same (round, author, solver) rows, two rounds
+    for col in ("n_envs", "n_matched", "n_incomplete", "p_cold", "p_hint", "lift"):
+        assert sql[col].to_numpy(dtype=float) == pytest.approx(py[col].to_numpy(dtype=float)), col
     given = sql["lift_ci_reason"].isna()
-    assert given.sum() >= N_COVERAGE and (~given).sum() == 3  # the coverage pairs; A (2 environments) x A, S, T
+    # the coverage pairs and round 1's X x Y, Y x X; not given: A (2 environments) x A, S, T and round 1's X x Z
+    assert given.sum() >= N_COVERAGE and (~given).sum() == 4
     assert sql["lift_ci_reason"].fillna("").tolist() == py["lift_ci_reason"].fillna("").tolist()
     for col in ("lift_ci_lower", "lift_ci_upper"):
         assert sql.loc[given, col].to_numpy() == pytest.approx(py.loc[given, col].to_numpy(), abs=1e-9)
         assert sql.loc[~given, col].isna().all() and py.loc[~given, col].isna().all()
-    assert sql.loc[("A", "S"), "lift_ci_reason"] == "insufficient data: 2 environments (an interval needs at least 3)"
+    assert sql.loc[(0, "A", "S"), "lift_ci_reason"] == "insufficient data: 2 environments (an interval needs at least 3)"
     stats = query(db, "SELECT * FROM env_solver_stats WHERE NOT is_self_pair")
-    for d in query(db, "SELECT * FROM duels").itertuples():
-        side = lambda a, s: stats[(stats["author"] == a) & (stats["solver"] == s)]["lift"]  # noqa: E731
+    duels = query(db, "SELECT * FROM duels")
+    assert sorted(duels["round"].unique()) == [0, 1]
+    for d in duels.itertuples():
+        side = lambda a, s: stats[(stats["round"] == d.round) & (stats["author"] == a)  # noqa: E731
+                                  & (stats["solver"] == s)]["lift"]
         ci = difference_interval(side(d.model_a, d.model_b), side(d.model_b, d.model_a))
         assert (d.lift_diff, d.lift_diff_lower, d.lift_diff_upper) == pytest.approx((ci.estimate, ci.lower, ci.upper))
 
@@ -324,3 +360,36 @@ def test_sql_t_critical_values_and_minimum_match_python():
             sql = (f"SELECT {z} + ({z ** 3 + z}) / (4 * {df}) + ({5 * z ** 5 + 16 * z ** 3 + 3 * z}) / (96 * {df} ^ 2)"
                    f" + ({3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z}) / (384 * {df} ^ 3)")
             assert conn.execute(sql).fetchone()[0] == pytest.approx(t.ppf(0.975, df), abs=1e-7)
+
+
+def test_rounds_never_pool_and_a_model_absent_from_round_one_builds(built):
+    """The live-UI case: Z is in round 0 but wrote nothing in round 1 and played only 2 of X's 6 round-1
+    environments. dbt build passed (first test); here: one pair_lift row per (round, author, solver) with
+    matched episodes, empty bootstrap replicates dropped (never NaN), kept copies counted once per round."""
+    _, db, all_episodes = built
+    pairs = query(db, "SELECT round, author, solver, n_envs FROM pair_lift")
+    played = query(db, "SELECT DISTINCT round, author, solver FROM env_solver_stats")
+    assert len(pairs) == len(played) == len(pairs.merge(played, on=["round", "author", "solver"]))
+    r1 = pairs[pairs["round"] == 1].sort_values(["author", "solver"])
+    assert r1[["author", "solver", "n_envs"]].values.tolist() == [["X", "Y", 6], ["X", "Z", 2], ["Y", "X", 6]]
+    assert pairs.query("round == 0 and author == 'X' and solver == 'Y'")["n_envs"].tolist() == [6]  # not 12
+    boot = query(db, """SELECT round, author, solver, count(*) AS reps,
+                               count(*) FILTER (WHERE lift IS NULL OR isnan(lift)) AS bad
+                        FROM pair_lift_bootstrap GROUP BY ALL""").set_index(["round", "author", "solver"])
+    assert boot["bad"].sum() == 0
+    # (4/6)^6 = 9% of X x Z replicates draw none of the two environments Z played: dropped, not NaN
+    assert 800 < boot.loc[(1, "X", "Z"), "reps"] < 1000 and boot.loc[(1, "X", "Y"), "reps"] == 1000
+    z = query(db, "SELECT * FROM pair_lift WHERE round = 1 AND author = 'X' AND solver = 'Z'").iloc[0]
+    assert z.lift == pytest.approx(0.5) and z.lift_lower <= z.lift <= z.lift_upper
+    authors = query(db, "SELECT * FROM author_scores").set_index(["round", "author"])
+    assert tuple(authors.loc[(1, "Y"), ["n_written", "n_valid"]]) == (2, 1)
+    assert tuple(authors.loc[(1, "X"), ["n_written", "n_valid"]]) == (2, 2)
+    assert (1, "Z") not in authors.index and tuple(authors.loc[(0, "Z"), ["n_written", "n_valid"]]) == (2, 2)
+    duels = query(db, "SELECT * FROM duels WHERE round = 1")
+    assert duels[["model_a", "model_b"]].values.tolist() == [["X", "Y"]]  # X x Z has no return leg in round 1
+    solvers = query(db, "SELECT * FROM solver_scores WHERE round = 1").set_index("solver")
+    assert sorted(solvers.index) == ["X", "Y", "Z"]
+    ranks, summary = query(db, "SELECT * FROM rankings"), query(db, "SELECT * FROM rankings_summary")
+    assert set(ranks["round"]) == {0} and summary["round"].tolist() == [0]
+    n_round0 = query(db, "SELECT count(DISTINCT env_id) AS n FROM env_solver_stats WHERE round = 0")["n"][0]
+    assert summary["n_envs"].tolist() == [n_round0]

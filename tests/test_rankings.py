@@ -365,7 +365,8 @@ def test_leaderboard_t_columns_are_added_after_the_older_ones():
     stats = panel_stats(np.random.default_rng(9), {"a": 0.8, "b": 0.5, "c": 0.3, "d": 0.2})
     table, _ = rk.compute_rankings(stats, pd.DataFrame(columns=["model_a", "model_b", "outcome", "score_a"]),
                                    n_boot=50, n_perm=100)
-    tail = list(table.columns[-9:])
+    assert table.columns[-1] == "round" and set(table["round"]) == {0}  # round 0 by default, added last
+    tail = list(table.columns[-10:-1])
     assert tail == [f"{f}_ci_{k}" for f in ("solver_score", "author_score", "design_score_corrected")
                     for k in ("lower", "upper", "reason")]
     shown = table["author_score_ci_reason"].isna()

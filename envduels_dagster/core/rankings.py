@@ -6,6 +6,9 @@ bootstrap replicate in a few matrix products. Pure numpy/pandas; no Dagster. Inp
 ``env_solver_stats`` (one row per environment x solver over matched seeds) and ``duels``. The estimators
 themselves live in ``core.stats``.
 
+Rounds: the marts are per round and never pooled; a ranking is of one round, ``round_`` (default 0, the
+benchmark: every model's original environments, each counted once). Both output tables carry that ``round``.
+
 Uncertainty:
 * Solver and author scores get intervals from a **cluster bootstrap over environments**: each replicate
   resamples every author's environments with replacement (stratified by author, so each author keeps its
@@ -41,6 +44,9 @@ from envduels_dagster.core.stats.tournament import (
     observed_triads,
     wins_matrix,
 )
+
+
+DEFAULT_ROUND = 0  # rankings and duels: round 0, the benchmark (DuelSettings.rankings_round)
 
 
 @dataclass
@@ -274,12 +280,17 @@ def _skill_tau(df: pd.DataFrame, skill_rank: dict[str, int] | None) -> float:
 
 def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
                      bt_prior: float = 0.5, n_perm: int = 10000, alpha: float = ALPHA,
-                     skill_rank: dict[str, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-model leaderboard (``rankings``) and one-row summary (``rankings_summary``).
+                     skill_rank: dict[str, int] | None = None, round_: int = DEFAULT_ROUND,
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-model leaderboard (``rankings``) and one-row summary (``rankings_summary``) of round ``round_``.
+
+    ``stats`` and ``duels`` are restricted to rows of that round when they carry a ``round`` column (the dbt
+    marts do); without one they are taken to be that round already.
 
     ``skill_rank`` (documented order of simulated models, 1 = strongest) adds the Kendall tau between it and
     the solver ranking to the summary.
     """
+    stats, duels = of_round(stats, round_), of_round(duels, round_)
     if len(duels):  # the mart's row order is not deterministic; the duel bootstrap draws rows by position
         duels = duels.sort_values(["model_a", "model_b"], kind="stable").reset_index(drop=True)
     panel = panel_from_stats(stats)
@@ -307,5 +318,14 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
         "bt_converged": fit.converged if fit else None, "bt_iterations": fit.iterations if fit else 0,
         **{k: triads[k] for k in ("tournament_complete", "n_triads", "n_triads_complete")},
         **_duel_family(duels, alpha),
+        "round": round_,  # added after the older columns, like the ones above
     }])
+    df["round"] = round_  # the last column: older columns keep their places
     return df.sort_values(["solver_rank", "model"], na_position="last").reset_index(drop=True), summary
+
+
+def of_round(df: pd.DataFrame, round_: int) -> pd.DataFrame:
+    """The rows of one round of a per-round mart (all rows when it has no ``round`` column)."""
+    if "round" not in df.columns:
+        return df
+    return df[df["round"].fillna(0).astype(int) == round_].reset_index(drop=True)

@@ -38,8 +38,10 @@ SCHEMA = {
         prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE, model_calls INTEGER,
         cached_calls INTEGER, retries INTEGER, retry_errors VARCHAR, error VARCHAR, transcript VARCHAR, is_self_pair BOOLEAN, solver_version VARCHAR,
         materialized_at TIMESTAMP""",
+    # Per round (0 = original authoring, r = hardening round r), like every mart: rounds never pool. A warehouse
+    # written before rounds gains the column (last, value 0) in place; readers and writers go by column name.
     "pair_lift": """
-        author VARCHAR, solver VARCHAR, is_self_pair BOOLEAN, n_envs INTEGER, n_matched INTEGER,
+        round INTEGER, author VARCHAR, solver VARCHAR, is_self_pair BOOLEAN, n_envs INTEGER, n_matched INTEGER,
         n_incomplete INTEGER, p_cold DOUBLE, p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE,
         lift_ci_lower DOUBLE, lift_ci_upper DOUBLE, lift_ci_reason VARCHAR""",
     "authoring_progress": """

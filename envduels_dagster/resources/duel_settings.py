@@ -27,3 +27,6 @@ class DuelSettings(dg.ConfigurableResource):
     adaptive_max_seeds: int = 8
     # Data checks: a pair's lift needs at least this many matched seeds (both conditions completed).
     check_min_matched_seeds: int = 4
+    # Rounds (docs/DECISIONS.md "Rounds in the marts"): the marts are per round; rankings, duel records and the
+    # demo leaderboard read this one. 0 = the benchmark (original authoring); r >= 1 = hardening round r.
+    rankings_round: int = 0

@@ -1,4 +1,5 @@
--- Head-to-head duels, one row per unordered pair of models (model_a < model_b): lift_a is the lift a's
+-- Head-to-head duels, one row per round and unordered pair of models (model_a < model_b), both sides from
+-- the same round: lift_a is the lift a's
 -- environments give solver b, lift_b the lift b's environments give solver a. a wins when its environments
 -- give the larger lift and the 95% interval of the difference excludes zero; otherwise the duel is a tie.
 -- The interval is Welch's t over the two independent samples of environments (core/stats/intervals.py
@@ -8,17 +9,17 @@
 -- duel is a tie. decision_control names the multiple-comparison control of the decisions: none yet, each
 -- duel is decided at its own 5% level.
 with per_env as (
-    select author, solver, lift from {{ ref('env_solver_stats') }} where not is_self_pair
+    select round, author, solver, lift from {{ ref('env_solver_stats') }} where not is_self_pair
 ),
 
 sides as (
-    select author, solver, count(*) as n, avg(lift) as lift, coalesce(var_samp(lift), 0) as var
+    select round, author, solver, count(*) as n, avg(lift) as lift, coalesce(var_samp(lift), 0) as var
     from per_env
-    group by author, solver
+    group by round, author, solver
 ),
 
 pairs as (
-    select x.author as model_a, x.solver as model_b, x.lift as lift_a, y.lift as lift_b,
+    select x.round, x.author as model_a, x.solver as model_b, x.lift as lift_a, y.lift as lift_b,
            x.n as n_envs_a, y.n as n_envs_b,
            sqrt(x.var / x.n + y.var / y.n) as se,
            case when x.var / x.n + y.var / y.n > 0
@@ -26,7 +27,7 @@ pairs as (
                      / ((case when x.n > 1 then (x.var / x.n) ^ 2 / (x.n - 1) else 0 end)
                         + (case when y.n > 1 then (y.var / y.n) ^ 2 / (y.n - 1) else 0 end)) end as df
     from sides as x
-    join sides as y on y.author = x.solver and y.solver = x.author
+    join sides as y on y.round = x.round and y.author = x.solver and y.solver = x.author
     where x.author < x.solver
 ),
 
@@ -45,7 +46,8 @@ bounded as (
     from scored
 )
 
-select model_a, model_b,
+select round::integer as round,
+       model_a, model_b,
        lift_a::double as lift_a,
        lift_b::double as lift_b,
        lift_diff::double as lift_diff,

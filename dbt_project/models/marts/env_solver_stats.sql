@@ -1,34 +1,38 @@
--- One row per (environment, solver): success per condition over matched seeds, lift, rescue, harm, category.
+-- One row per (round, environment, solver): success per condition over matched seeds, lift, rescue, harm,
+-- category. Rounds never pool: an episode's round is its own (episodes.round) and its environment is looked up
+-- by (env_id, round), so a kept child (a byte-identical copy of its parent, under a new env_id) counts in its
+-- own round only and the benchmark (round 0) is computed from round-0 rows alone.
 -- Incomplete episodes (infrastructure or environment errors) are excluded, and a seed counts only when both
 -- its cold and its hinted episode completed (DESIGN §6). Environments known to be invalid are left out.
 with episodes as (
-    select env_id, author, solver, seed, condition, status
+    select round, env_id, author, solver, seed, condition, status
     from {{ source('warehouse', 'episodes') }}
 ),
 
 environments as (
-    select env_id, any_value(domain) as domain, any_value(family) as family, bool_and(valid) as valid
+    select round, env_id, any_value(domain) as domain, any_value(family) as family, bool_and(valid) as valid
     from {{ source('warehouse', 'environments') }}
-    group by env_id
+    group by round, env_id
 ),
 
 seeds as (
-    select env_id, author, solver, seed,
+    select round, env_id, author, solver, seed,
            max(case when condition = 'cold' then (status = 'success')::integer end) as y_cold,
            max(case when condition = 'hinted' then (status = 'success')::integer end) as y_hint
     from episodes
     where status <> 'incomplete'
-    group by env_id, author, solver, seed
+    group by round, env_id, author, solver, seed
 ),
 
 incomplete as (
-    select env_id, solver, count(*) as n_incomplete
+    select round, env_id, solver, count(*) as n_incomplete
     from episodes
     where status = 'incomplete'
-    group by env_id, solver
+    group by round, env_id, solver
 )
 
-select s.env_id,
+select s.round::integer as round,
+       s.env_id,
        s.author,
        s.solver,
        s.author = s.solver as is_self_pair,
@@ -45,9 +49,9 @@ select s.env_id,
             when avg(s.y_hint) > 0 then 'learnable'
             else 'noise' end as category
 from seeds as s
-left join environments as e on e.env_id = s.env_id
-left join incomplete as i on i.env_id = s.env_id and i.solver = s.solver
+left join environments as e on e.round = s.round and e.env_id = s.env_id
+left join incomplete as i on i.round = s.round and i.env_id = s.env_id and i.solver = s.solver
 where s.y_cold is not null
   and s.y_hint is not null
   and coalesce(e.valid, true)
-group by s.env_id, s.author, s.solver
+group by s.round, s.env_id, s.author, s.solver

@@ -1,10 +1,12 @@
--- Per (author, solver): mean over the author's valid environments of the matched-seed lift (environments weigh
+-- Per (round, author, solver): mean over the author's valid environments of the matched-seed lift (environments weigh
 -- equally), with a 95% cluster-bootstrap interval over environments (lift_lower, lift_upper). p_cold and
 -- p_hint are averaged the same way, so lift = p_hint - p_cold. Table contract: core/warehouse.py.
 -- lift_ci_lower / lift_ci_upper: the calibrated interval (Student t over the environments' lifts, as
 -- core/stats/intervals.py), NULL with lift_ci_reason below var min_envs_for_interval environments or when the
 -- environments do not vary. lift_lower / lift_upper stay the percentile bootstrap (too narrow below ~12
--- environments: docs/STATISTICS.md) for the consumers that read them.
+-- environments: docs/STATISTICS.md) for the consumers that read them. Rounds never pool (env_solver_stats);
+-- consumers pick theirs (round 0 = the benchmark). A pair without any bootstrap replicate falls back to its
+-- point estimate for lift_lower / lift_upper.
 {% set alpha = var('bootstrap_alpha') | float %}
 
 with stats as (
@@ -12,7 +14,7 @@ with stats as (
 ),
 
 point as (
-    select author, solver,
+    select round, author, solver,
            count(*) as n_envs,
            sum(n_seeds) as n_matched,
            avg(p_cold) as p_cold,
@@ -20,25 +22,26 @@ point as (
            avg(lift) as lift,
            stddev_samp(lift) / sqrt(count(*)) as lift_se
     from stats
-    group by author, solver
+    group by round, author, solver
 ),
 
 boot as (
-    select author, solver,
+    select round, author, solver,
            quantile_cont(lift, {{ alpha / 2 }}) as q_lower,
            quantile_cont(lift, {{ 1 - alpha / 2 }}) as q_upper
     from {{ ref('pair_lift_bootstrap') }}
-    group by author, solver
+    group by round, author, solver
 ),
 
 incomplete as (
-    select author, solver, count(*) as n_incomplete
+    select round, author, solver, count(*) as n_incomplete
     from {{ source('warehouse', 'episodes') }}
     where status = 'incomplete'
-    group by author, solver
+    group by round, author, solver
 )
 
-select p.author,
+select p.round::integer as round,
+       p.author,
        p.solver,
        p.author = p.solver as is_self_pair,
        p.n_envs::integer as n_envs,
@@ -55,5 +58,5 @@ select p.author,
              then least(p.lift + {{ t_critical('p.n_envs - 1') }} * p.lift_se, 1) end)::double as lift_ci_upper,
        {{ interval_reason('p.n_envs', 'p.lift_se') }} as lift_ci_reason
 from point as p
-left join boot as b on b.author = p.author and b.solver = p.solver
-left join incomplete as i on i.author = p.author and i.solver = p.solver
+left join boot as b on b.round = p.round and b.author = p.author and b.solver = p.solver
+left join incomplete as i on i.round = p.round and i.author = p.author and i.solver = p.solver

@@ -1,4 +1,5 @@
--- Cluster-bootstrap replicates of pair lift: replicate `rep` resamples the author's environments with
+-- Cluster-bootstrap replicates of pair lift, per round: replicate `rep` resamples the author's environments of
+-- that round with
 -- replacement (seeds stay together inside an environment, so the cold/hinted pairing survives) and averages
 -- the per-environment lifts, weighing environments equally as pair_lift does. Intermediate table for the
 -- intervals of pair_lift and duels.
@@ -11,38 +12,45 @@
 -- environment. An author with n environments reads histogram (r + offset) mod R at replicate r, where
 -- offset is the author's position in name order, so two authors never share draws within a replicate and
 -- the two sides of a duel are resampled independently. Environments of the author on which the solver has
--- no result form a bucket of their own and are left out of that replicate's mean.
+-- no result form a bucket of their own and are left out of that replicate's mean. Sizes and offsets are per
+-- (round, author): an author's round-1 environments are resampled among themselves, never pooled with round 0.
+--
+-- Empty resamples by construction: a replicate whose draws all fall in the no-result bucket has no drawn lift;
+-- it is dropped before any division (HAVING sum(times) > 0), so no replicate is ever 0/0 (NULL or NaN).
+-- That happens when a solver played only some of an author's environments of a round (a model added after
+-- the round was written). The mean of drawn lifts in [-1, 1] with positive weights stays in [-1, 1].
 {% set reps = var('bootstrap_reps') | int %}
 
 with stats as (
-    select author, solver, env_id, lift
+    select round, author, solver, env_id, lift
     from {{ ref('env_solver_stats') }}
 ),
 
 authors as (
-    select author, count(distinct env_id) as n, (dense_rank() over (order by author) - 1) as "offset"
+    select round, author, count(distinct env_id) as n,
+           (dense_rank() over (partition by round order by author) - 1) as "offset"
     from stats
-    group by author
+    group by round, author
 ),
 
 buckets as (
-    select author, solver, lift, count(*) as k
+    select round, author, solver, lift, count(*) as k
     from stats
-    group by author, solver, lift
+    group by round, author, solver, lift
     union all
-    select p.author, p.solver, null as lift, a.n - p.n_results as k
-    from (select author, solver, count(*) as n_results from stats group by author, solver) as p
-    join authors as a on a.author = p.author
+    select p.round, p.author, p.solver, null as lift, a.n - p.n_results as k
+    from (select round, author, solver, count(*) as n_results from stats group by round, author, solver) as p
+    join authors as a on a.round = p.round and a.author = p.author
     where a.n > p.n_results
 ),
 
 runs as (
-    select b.author, b.solver, b.lift, a.n, a."offset",
-           sum(b.k) over (partition by b.author, b.solver order by b.lift nulls last
+    select b.round, b.author, b.solver, b.lift, a.n, a."offset",
+           sum(b.k) over (partition by b.round, b.author, b.solver order by b.lift nulls last
                           rows between unbounded preceding and current row)::bigint as upto,
            b.k
     from buckets as b
-    join authors as a on a.author = b.author
+    join authors as a on a.round = b.round and a.author = b.author
 ),
 
 sizes as (
@@ -68,7 +76,7 @@ histogram as (
 ),
 
 runs_by_rep as (
-    select r.author, r.solver, r.lift, r.n, r.upto, r.upto - r.k as below, x.rep,
+    select r.round, r.author, r.solver, r.lift, r.n, r.upto, r.upto - r.k as below, x.rep,
            (x.rep + r."offset") % {{ reps }} as draw_rep
     from runs as r
     cross join range({{ reps }}) as x(rep)
@@ -76,24 +84,26 @@ runs_by_rep as (
 
 -- two lookups in two steps: joined at once, the planner pairs histogram rows with each other first
 upper_counts as materialized (
-    select r.author, r.solver, r.lift, r.rep, r.n, r.draw_rep, r.below, h.at_or_below as upto_count
+    select r.round, r.author, r.solver, r.lift, r.rep, r.n, r.draw_rep, r.below, h.at_or_below as upto_count
     from runs_by_rep as r
     join histogram as h on h.n = r.n and h.rep = r.draw_rep and h.m = r.upto
 ),
 
 drawn as (
-    select u.author, u.solver, u.lift, u.rep, u.upto_count - h.at_or_below as times
+    select u.round, u.author, u.solver, u.lift, u.rep, u.upto_count - h.at_or_below as times
     from upper_counts as u
     join histogram as h on h.n = u.n and h.rep = u.draw_rep and h.m = u.below
 ),
 
+-- only the drawn environments with a result: the no-result bucket and undrawn values never reach the mean
 replicates as (
-    select author, solver, rep,
-           sum(times * lift) / sum(times) filter (where lift is not null) as lift
+    select round, author, solver, rep,
+           sum(times * lift) / nullif(sum(times), 0) as lift
     from drawn
-    group by author, solver, rep
+    where lift is not null and times > 0
+    group by round, author, solver, rep
+    having sum(times) > 0
 )
 
-select author, solver, rep::integer as rep, lift::double as lift
+select round::integer as round, author, solver, rep::integer as rep, lift::double as lift
 from replicates
-where lift is not null

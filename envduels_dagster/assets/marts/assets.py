@@ -6,6 +6,11 @@ badly. The statistics live in ``core/rankings.py`` and ``core/convergence.py``, 
 after the asset (plus a companion table for the figures that are not per model), and put the
 leaderboard, the author x solver lift grid and the transitivity / role-separation figures in the
 materialization metadata.
+
+Rounds: the marts are per round (never pooled). ``rankings`` reads one round, ``DuelSettings.rankings_round``
+(default 0, the benchmark), and names it in its tables (column ``round``) and metadata. ``design_convergence``
+compares designs of one round too (the same setting): a kept copy in a later round is byte-identical to its
+parent and would otherwise count as a perfect cross-round "convergence" with itself.
 """
 
 import math
@@ -16,6 +21,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.shared import OWNERS
 from envduels_dagster.core.model_strings import sim_skill_ranks
 from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
+from envduels_dagster.resources import DuelSettings
 
 MARTS = [dg.AssetKey(name) for name in ("env_solver_stats", "pair_lift", "duels", "solver_scores", "author_scores")]
 
@@ -58,33 +64,42 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
                 "paired), Bradley-Terry strengths of the duels with bootstrap intervals, transitivity of the duel "
                 "tournament (cyclic triads, Kendall's zeta) and role separation (solver rank vs author rank, "
-                "permutation p-value). Tables `rankings` (one row per model) and `rankings_summary` (one row).",
+                "permutation p-value). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
+                "Rounds used: one, DuelSettings.rankings_round (default 0 = the benchmark, original authoring); "
+                "the marts are per round and never pooled.",
 )
-def rankings(config: RankingsConfig, warehouse: DuckDBResource) -> dg.MaterializeResult:
+def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSettings) -> dg.MaterializeResult:
     from envduels_dagster.core.rankings import compute_rankings
     from envduels_dagster.core.warehouse import replace_table
     from envduels_dagster.sim.profiles import PROFILES
 
+    round_ = settings.rankings_round
     with warehouse.get_connection() as conn:
-        stats = conn.execute("SELECT * FROM env_solver_stats").df()
-        duels = conn.execute("SELECT * FROM duels").df()
-        pair = conn.execute("SELECT author, solver, lift, lift_lower, lift_upper FROM pair_lift").df()
+        stats = conn.execute("SELECT * FROM env_solver_stats WHERE round = ?", [round_]).df()
+        duels = conn.execute("SELECT * FROM duels WHERE round = ?", [round_]).df()
+        pair = conn.execute("SELECT author, solver, lift, lift_lower, lift_upper FROM pair_lift WHERE round = ?",
+                            [round_]).df()
         registry = conn.execute("SELECT name, model FROM model_registry").df()
     if stats.empty:
-        raise dg.Failure("env_solver_stats is empty: materialize duel_episodes and the dbt marts first")
+        raise dg.Failure(f"env_solver_stats has no round-{round_} rows: materialize the round's episodes and the "
+                         "dbt marts first (DuelSettings.rankings_round picks the round)")
     skill = sim_skill_ranks(registry[["name", "model"]].itertuples(index=False),
                             {name: p.skill_rank for name, p in PROFILES.items()})
     table, summary = compute_rankings(stats, duels, n_boot=config.n_boot, seed=config.seed,
-                                      bt_prior=config.bt_prior, n_perm=config.n_perm, skill_rank=skill or None)
+                                      bt_prior=config.bt_prior, n_perm=config.n_perm, skill_rank=skill or None,
+                                      round_=round_)
     with warehouse.get_connection() as conn:
         replace_table(conn, "rankings", table)
         replace_table(conn, "rankings_summary", summary)
     s = summary.iloc[0]
     transitivity = transitivity_markdown(s)
     metadata = {
+        "rounds used": f"round {round_}" + (" (the benchmark: original authoring)" if round_ == 0 else
+                                             f" (hardening round {round_})"),
+        "round": round_,
         "num_rows": len(table),
-        "leaderboard": leaderboard_table(table),
-        "lift_grid (rows: author, columns: solver)": dg.MetadataValue.md(lift_grid(pair)),
+        f"leaderboard (round {round_})": leaderboard_table(table),
+        f"lift_grid (round {round_}; rows: author, columns: solver)": dg.MetadataValue.md(lift_grid(pair)),
         "transitivity_and_role_separation": dg.MetadataValue.md(transitivity),
         "kendall_zeta": finite_or_none(s.kendall_zeta),
         "cyclic_triads": float(s.cyclic_triads),
@@ -102,16 +117,19 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource) -> dg.Materializ
     tags={"layer": "analysis"},
     description="How similar environment designs are across authors (cosine of AST-shape n-gram tf-idf) against a "
                 "label-permutation null, per author pair and overall (table `design_convergence`), and the "
-                "clusters of near-identical designs that span several authors (`design_convergence_clusters`).",
+                "clusters of near-identical designs that span several authors (`design_convergence_clusters`). Rounds used: "
+                "one, DuelSettings.rankings_round (default 0 = original authoring).",
 )
-def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource) -> dg.MaterializeResult:
+def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
+                       settings: DuelSettings) -> dg.MaterializeResult:
     import pandas as pd
 
     from envduels_dagster.core.convergence import design_convergence as compute
     from envduels_dagster.core.warehouse import replace_table
 
     with warehouse.get_connection() as conn:
-        envs = conn.execute("SELECT env_id, author, domain, family, source FROM environments WHERE valid").df()
+        envs = conn.execute("SELECT env_id, author, domain, family, source FROM environments "
+                            "WHERE valid AND round = ?", [settings.rankings_round]).df()
     table, members = compute(envs, n=config.ngram, n_perm=config.n_perm, threshold=config.cluster_threshold,
                              seed=config.seed)
     with warehouse.get_connection() as conn:
@@ -126,6 +144,7 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource) -> 
     pairs = table[table["scope"] != "overall"][["author_a", "author_b", "similarity", "null_lower", "null_upper",
                                                  "p_value"]]
     metadata = {
+        "rounds used": f"round {settings.rankings_round}",
         "num_rows": len(table),
         "environments": len(envs),
         "clusters_spanning_authors": int(spanning["cluster_id"].nunique()) if len(spanning) else 0,

@@ -28,8 +28,8 @@ MISSING_VALUE = 1e9  # stands in for "cannot be recomputed" so the comparison fa
 CHECKS = {
     "lift_in_range": "lift, lift_lower and lift_upper are set and in [-1, 1]; p_cold and p_hint in [0, 1].",
     "interval_contains_estimate": "lift_lower <= lift <= lift_upper for every pair.",
-    "every_model_present": "Every registry model appears: one row per (author with valid environments, solver) "
-                           "peer pair, no duplicate pairs, no model missing from the registry.",
+    "every_model_present": "Every registry model appears: one row per (round, author with valid environments in "
+                           "that round, solver) peer pair, no duplicate pairs, no model missing from the registry.",
     "sample_size_minimum": "Every pair has at least DuelSettings.check_min_matched_seeds matched seeds.",
     "incomplete_excluded": "n_matched, n_incomplete and lift equal their recomputation from completed, matched "
                            "episodes: incomplete episodes are never counted.",
@@ -53,8 +53,8 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
     episodes = cat.table("episodes")
     if episodes is None:
         raise MissingTable(missing_table_message("episodes", "duel_episodes"))
-    # Pairs are keyed by (author, solver), and by round too if the mart keeps rounds apart.
-    keys = ["author", "solver"] + (["round"] if "round" in cols and "round" in cat.columns("episodes") else [])
+    # Pairs are keyed by (round, author, solver) (the contract), or (author, solver) for a mart without rounds.
+    keys = (["round"] if "round" in cols and "round" in cat.columns("episodes") else []) + ["author", "solver"]
     k = ", ".join(keys)
     expected = query(conn, f"""
         WITH done AS (
@@ -98,12 +98,16 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
         models = sorted({r[0] for r in conn.execute(
             f"SELECT author FROM {episodes} UNION SELECT solver FROM {episodes}").fetchall()})
     envs = cat.table("environments")
-    authors = set() if envs is None else {r[0] for r in conn.execute(
-        f"SELECT DISTINCT author FROM {envs} WHERE valid").fetchall()}
-    expected_pairs = pd.DataFrame([(a, s) for a in models if a in authors for s in models if s != a],
-                                  columns=["author", "solver"])
-    rows = df.groupby(["author", "solver"]).size().rename("pair_rows").reset_index()
-    coverage = expected_pairs.merge(rows, on=["author", "solver"], how="left")
+    # Expected peer pairs per round: each author with valid environments in a round x every other model. A
+    # mart without a round column (or a warehouse without rounds) is one round, 0.
+    by_round = "round" in keys and envs is not None and "round" in cat.columns("environments")
+    authors = set() if envs is None else {(r[0], r[1]) for r in conn.execute(
+        f"SELECT DISTINCT {'round' if by_round else '0'}, author FROM {envs} WHERE valid").fetchall()}
+    cover = ["round", "author", "solver"] if by_round else ["author", "solver"]
+    expected_pairs = pd.DataFrame([(r, a, s) for r, a in sorted(authors) if a in models for s in models if s != a],
+                                  columns=["round", "author", "solver"])[cover]
+    rows = df.groupby(cover).size().rename("pair_rows").reset_index()
+    coverage = expected_pairs.merge(rows, on=cover, how="left")
     coverage["pair_rows"] = coverage["pair_rows"].fillna(0).astype(int)
 
     rules = [
@@ -138,13 +142,13 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
     ]
     coverage_rules = [
         Rule("every_model_present", "ExpectColumnValuesToBeBetween", {"column": "pair_rows", "min_value": 1},
-             "every peer pair of registry models (author with valid environments) has a row"),
+             "every peer pair of registry models (author with valid environments in the round) has a row"),
     ]
     index = ["pair", "lift_lower", "lift", "lift_upper"]
     summary = {"models": len(models), "expected_peer_pairs": len(coverage), "rows": len(df),
                "min_n_matched": int(df["n_matched"].min()) if len(df) else 0}
     return [Frame("pair_lift", df, rules, index=index),
-            Frame("pair_lift_coverage", coverage, coverage_rules, index=["author", "solver"])], summary
+            Frame("pair_lift_coverage", coverage, coverage_rules, index=cover)], summary
 
 
 def validate_frames(loaded) -> list[dg.AssetCheckResult]:

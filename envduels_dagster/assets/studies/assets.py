@@ -35,7 +35,7 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
     with warehouse.get_connection() as conn:
         envs = read_table(conn, "environments", {"round": 0})
         training = read_table(conn, "training_set")  # used when study_train_on == "training_set"
-        lift = read_table(conn, "pair_lift")
+        lift = read_table(conn, "pair_lift", {"round": 0})  # per round: the round-0 environments' lift
     gw = gateway.gateway(registry)
     df = asyncio.run(run_and_close(gw, run_study(
         gw, registry.names, learners, envs, training, lift, settings.study_train_on, settings.study_heldout_envs,

@@ -40,6 +40,8 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings,
         replace_rows(conn, "training_set", df, {"learner": learner})
     return dg.MaterializeResult(metadata={
         "num_rows": len(df),
+        "rounds used": "each lineage's newest valid version, any round (a kept copy replaces its parent: "
+                       "one environment counts once)",
         "categories": dg.MetadataValue.json(built.categories),
         "excluded": dg.MetadataValue.md(
             "noise: fails even with the hint; wasted: passes cold; plus learnable environments below the "

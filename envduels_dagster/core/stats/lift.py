@@ -5,6 +5,9 @@ per matched seed; environments are the unit of sampling, so intervals come from
 a cluster bootstrap over environments with each environment's seeds kept together.
 Incomplete episodes (infrastructure or environment errors) are excluded, and a
 seed counts only when both of its conditions completed.
+
+Rounds never pool (DESIGN §6): every figure is per ``round`` (0 = original authoring), as in the dbt marts.
+Episodes without a ``round`` column are round 0.
 """
 
 from __future__ import annotations
@@ -17,30 +20,41 @@ from envduels_dagster.core.stats.intervals import mean_interval
 from envduels_dagster.core.stats.rules import admits, categorize
 
 
+KEY = ["round", "env_id", "author", "solver"]  # one environment x solver, within its round
+
+
+def with_round(episodes: pd.DataFrame) -> pd.DataFrame:
+    """The episodes with an integer ``round`` column (0 where absent: everything before rounds was round 0)."""
+    if "round" in episodes.columns:
+        return episodes.assign(round=episodes["round"].fillna(0).astype(int))
+    return episodes.assign(round=0)
+
+
 def matched_seeds(episodes: pd.DataFrame) -> pd.DataFrame:
-    """One row per (env, solver, seed) with y_cold and y_hint, completed conditions only."""
+    """One row per (round, env, solver, seed) with y_cold and y_hint, completed conditions only."""
+    episodes = with_round(episodes)
     done = episodes[episodes["status"] != "incomplete"]
     if done.empty:
-        return pd.DataFrame(columns=["env_id", "author", "solver", "seed", "y_cold", "y_hint"])
+        return pd.DataFrame(columns=[*KEY, "seed", "y_cold", "y_hint"])
     wide = (done.assign(y=(done["status"] == "success").astype(float))
-            .pivot_table(index=["env_id", "author", "solver", "seed"], columns="condition", values="y",
+            .pivot_table(index=[*KEY, "seed"], columns="condition", values="y",
                          aggfunc="first"))
     wide = wide.reindex(columns=["cold", "hinted"]).dropna()
     return wide.rename(columns={"cold": "y_cold", "hinted": "y_hint"}).reset_index()
 
 
 def env_solver_stats(episodes: pd.DataFrame) -> pd.DataFrame:
-    """p_cold, p_hint, lift, rescue, harm and category per (environment, solver)."""
+    """p_cold, p_hint, lift, rescue, harm and category per (round, environment, solver)."""
     m = matched_seeds(episodes)
     if m.empty:
-        return pd.DataFrame(columns=["env_id", "author", "solver", "n_seeds", "p_cold", "p_hint", "lift",
+        return pd.DataFrame(columns=[*KEY, "n_seeds", "p_cold", "p_hint", "lift",
                                      "rescue", "harm", "category"])
-    g = m.groupby(["env_id", "author", "solver"])
+    g = m.groupby(KEY)
     out = g.agg(n_seeds=("seed", "size"), p_cold=("y_cold", "mean"), p_hint=("y_hint", "mean")).reset_index()
     out["lift"] = out["p_hint"] - out["p_cold"]
-    rescue = m[m["y_cold"] == 0].groupby(["env_id", "author", "solver"])["y_hint"].mean()
-    harm = m[m["y_cold"] == 1].groupby(["env_id", "author", "solver"])["y_hint"].apply(lambda s: (1 - s).mean())
-    key = list(zip(out["env_id"], out["author"], out["solver"]))
+    rescue = m[m["y_cold"] == 0].groupby(KEY)["y_hint"].mean()
+    harm = m[m["y_cold"] == 1].groupby(KEY)["y_hint"].apply(lambda s: (1 - s).mean())
+    key = list(zip(*(out[c] for c in KEY)))
     out["rescue"] = [rescue.get(k, np.nan) for k in key]
     out["harm"] = [harm.get(k, np.nan) for k in key]
     out["category"] = categorize(out["p_cold"].to_numpy(), out["p_hint"].to_numpy())
@@ -48,7 +62,7 @@ def env_solver_stats(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
-    """Mean matched-seed lift per (author, solver) with a cluster-bootstrap 95% interval (lift_lower/_upper)
+    """Mean matched-seed lift per (round, author, solver) with a cluster-bootstrap 95% interval (lift_lower/_upper)
     and the calibrated Student-t interval over environments (lift_ci_lower/_upper, NaN with lift_ci_reason
     when not given; core/stats/intervals.py).
 
@@ -56,18 +70,19 @@ def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
     The dbt model ``pair_lift`` computes the same figures in SQL (its bootstrap from hash-seeded draws; the
     t interval identical).
     """
-    cols = ["author", "solver", "is_self_pair", "n_envs", "n_matched", "n_incomplete", "p_cold", "p_hint",
+    cols = ["round", "author", "solver", "is_self_pair", "n_envs", "n_matched", "n_incomplete", "p_cold", "p_hint",
             "lift", "lift_lower", "lift_upper", "lift_ci_lower", "lift_ci_upper", "lift_ci_reason"]
+    episodes = with_round(episodes)
     m = matched_seeds(episodes)
     rows = []
-    incomplete = episodes[episodes["status"] == "incomplete"].groupby(["author", "solver"]).size()
-    for (author, solver), grp in m.groupby(["author", "solver"]):
+    incomplete = episodes[episodes["status"] == "incomplete"].groupby(["round", "author", "solver"]).size()
+    for (round_, author, solver), grp in m.groupby(["round", "author", "solver"]):
         clusters = [(e["y_hint"] - e["y_cold"]).to_numpy() for _, e in grp.groupby("env_id")]
         lift, lo, hi = cluster_bootstrap_mean(clusters, n_boot=n_boot)
         ci = mean_interval([float(np.mean(c)) for c in clusters])
-        rows.append({"author": author, "solver": solver, "is_self_pair": author == solver,
+        rows.append({"round": int(round_), "author": author, "solver": solver, "is_self_pair": author == solver,
                      "n_envs": grp["env_id"].nunique(), "n_matched": len(grp),
-                     "n_incomplete": int(incomplete.get((author, solver), 0)),
+                     "n_incomplete": int(incomplete.get((round_, author, solver), 0)),
                      "p_cold": grp.groupby("env_id")["y_cold"].mean().mean(),
                      "p_hint": grp.groupby("env_id")["y_hint"].mean().mean(),
                      "lift": lift, "lift_lower": lo, "lift_upper": hi, "lift_ci_lower": ci.lower,
