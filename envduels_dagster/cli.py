@@ -146,29 +146,27 @@ def _cmd_play(args: argparse.Namespace) -> int:
 
 
 def _default_cache():
-    from envduels_dagster.core.cache import CallCache
-    from envduels_dagster.settings import cache_path
+    from envduels_dagster.core.cache import open_call_cache
+    from envduels_dagster.settings import cache_location
 
-    return CallCache(cache_path())
+    return open_call_cache(cache_location())
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
     """Import an EnvDuels export into the warehouse: all-or-nothing, each environment validated."""
     import datetime as dt
 
-    import duckdb
-
     from envduels_dagster.core.export_format import load_export
     from envduels_dagster.core.validation import validate_environment
     from envduels_dagster.core.warehouse import environments_frame, replace_rows
-    from envduels_dagster.settings import warehouse_path
+    from envduels_dagster.settings import warehouse
 
     specs = load_export(args.path)  # raises before anything is written
     if args.author:
         specs = [s.model_copy(update={"author": args.author}) for s in specs]
     checked = [asyncio.run(validate_environment(s)) for s in specs]
     df = environments_frame(checked, "imported", dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
-    with duckdb.connect(str(warehouse_path())) as conn:
+    with warehouse().connect() as conn:
         replace_rows(conn, "environments", df, {"env_id": [s.env_id for s in checked]})
     for s in checked:
         out = {"env_id": s.env_id, "author": s.author, "valid": s.valid, "reason": s.reject_reason}

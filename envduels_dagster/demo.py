@@ -15,18 +15,22 @@ import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from envduels_dagster.project_files import project_file
+
+REPO_ROOT = project_file(".")  # the checkout, or the project files an installed wheel carries
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def prepare_instance_home() -> Path:
-    from envduels_dagster.settings import dagster_home
+    from envduels_dagster.settings import dagster_home, storage_profile
 
     home = dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     target = home / "dagster.yaml"
-    if not target.exists() and (REPO_ROOT / "dagster.yaml").exists():
-        shutil.copy(REPO_ROOT / "dagster.yaml", target)
+    # The shared profile's instance is on Postgres (deploy/dagster-postgres.yaml, docs/DEPLOY.md).
+    source = REPO_ROOT / ("deploy/dagster-postgres.yaml" if storage_profile() == "shared" else "dagster.yaml")
+    if not target.exists() and source.exists():
+        shutil.copy(source, target)
     return home
 
 
@@ -127,10 +131,13 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
 
 
 def leaderboard(database: str, round_: int = 0) -> str:
-    """The demo's summary of one round (default 0, the benchmark: original authoring; rounds never pool)."""
-    import duckdb
+    """The demo's summary of one round (default 0, the benchmark: original authoring; rounds never pool).
 
-    with duckdb.connect(database, read_only=True) as conn:
+    ``database`` is the warehouse location: a DuckDB file, or the shared profile's DuckLake."""
+    from envduels_dagster.core.storage import Warehouse, is_ducklake
+    from envduels_dagster.settings import lake_data_path
+
+    with Warehouse(database, lake_data_path() if is_ducklake(database) else "").connect(read_only=True) as conn:
         solvers = conn.execute("""
             SELECT solver, round(avg(CASE WHEN condition = 'cold' THEN (status = 'success')::INT END), 2) AS cold,
                    round(avg(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END), 2) AS hinted
@@ -155,11 +162,11 @@ def leaderboard(database: str, round_: int = 0) -> str:
 
 def author_value_answer(database: str) -> str:
     """The practitioner's question first: for each learner, which author to pay (table ``author_value``)."""
-    import duckdb
-
+    from envduels_dagster.core.storage import Warehouse, is_ducklake
     from envduels_dagster.core.value_chart import value_summary
+    from envduels_dagster.settings import lake_data_path
 
-    with duckdb.connect(database, read_only=True) as conn:
+    with Warehouse(database, lake_data_path() if is_ducklake(database) else "").connect(read_only=True) as conn:
         tables = {t for (t,) in conn.execute("SHOW TABLES").fetchall()}
         if "author_value" not in tables:
             return "Which author to pay: author_value was not materialized"
@@ -175,7 +182,7 @@ def run_demo(envs_per_author: int = 10, seeds: int = 4) -> int:
 
     from envduels_dagster.definitions import build_resources
     from envduels_dagster.resources import DuelSettings
-    from envduels_dagster.settings import envduels_home, warehouse_path
+    from envduels_dagster.settings import envduels_home, storage_profile, warehouse, warehouse_location
 
     home = prepare_instance_home()
     t0 = time.perf_counter()
@@ -185,13 +192,12 @@ def run_demo(envs_per_author: int = 10, seeds: int = 4) -> int:
     with dg.DagsterInstance.get() as instance:
         counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
     print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models, {counts['pairs']} pairs.\n")
-    print(author_value_answer(str(warehouse_path())) + "\n")
-    print(leaderboard(str(warehouse_path())))
-    import duckdb
-
-    with duckdb.connect(str(warehouse_path()), read_only=True) as conn:
+    print(author_value_answer(warehouse_location()) + "\n")
+    print(leaderboard(warehouse_location()))
+    with warehouse().connect(read_only=True) as conn:
         tables = [t for (t,) in conn.execute("SHOW TABLES").fetchall()]
-    print(f"\nWarehouse (DuckDB): {warehouse_path()}")
+    shared = storage_profile() == "shared"  # print no password: the DuckLake location holds the Postgres URL
+    print(f"\nWarehouse ({'DuckLake' if shared else 'DuckDB'}): {warehouse_location().split('@')[-1]}")
     print(f"  tables: {', '.join(tables)}")
     print(f"Training exports: {envduels_home() / 'exports'}/<learner>/latest "
           "(python: envduels_dagster.api.load_training_set)")

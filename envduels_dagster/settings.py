@@ -35,3 +35,57 @@ def dagster_home() -> Path:
     path = Path(os.environ.get("DAGSTER_HOME") or envduels_home() / "dagster").resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# Storage profiles (docs/DEPLOY.md). `embedded` (the default): the files above. `shared`: the Dagster
+# instance, the call cache and the DuckLake catalog of the warehouse on the Postgres server of
+# ENVDUELS_POSTGRES_URL, the warehouse's Parquet files under ENVDUELS_LAKE_DATA.
+PROFILES = ("embedded", "shared")
+
+
+def storage_profile() -> str:
+    profile = (os.environ.get("ENVDUELS_STORAGE") or "embedded").strip().lower()
+    if profile not in PROFILES:
+        raise ValueError(f"ENVDUELS_STORAGE={profile!r}: expected one of {', '.join(PROFILES)}")
+    return profile
+
+
+def postgres_url() -> str:
+    """ENVDUELS_POSTGRES_URL as libpq reads it (the call cache, DuckLake's catalog).
+
+    Written ``postgresql+psycopg2://...`` it also serves the Dagster instance (deploy/dagster-postgres.yaml):
+    dagster-postgres needs psycopg2, and SQLAlchemy 2.1 picks psycopg 3 for a bare ``postgresql://``."""
+    url = os.environ.get("ENVDUELS_POSTGRES_URL", "").strip()
+    for prefix in ("postgresql+psycopg2://", "postgres+psycopg2://"):
+        if url.startswith(prefix):
+            url = "postgresql://" + url[len(prefix):]
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError("ENVDUELS_STORAGE=shared needs ENVDUELS_POSTGRES_URL=postgresql+psycopg2://user:password@host:port/db "
+                         f"(got {url.split('@')[-1][:40]!r})")
+    return url
+
+
+def warehouse_location() -> str:
+    """The warehouse for this profile: the DuckDB file, or ``ducklake:postgres:<url>`` (core/storage.py)."""
+    if storage_profile() == "shared":
+        return "ducklake:postgres:" + postgres_url()
+    return str(warehouse_path())
+
+
+def lake_data_path() -> str:
+    """Where the shared warehouse's Parquet files go: ENVDUELS_LAKE_DATA (a directory every writer sees)."""
+    path = os.environ.get("ENVDUELS_LAKE_DATA") or str(envduels_home() / "lake")
+    return path if "://" in path else str(Path(path).resolve()) + "/"
+
+
+def cache_location() -> str:
+    """The call cache for this profile: the SQLite file, or the Postgres URL (core/pg_cache.py)."""
+    return postgres_url() if storage_profile() == "shared" else str(cache_path())
+
+
+def warehouse():
+    """This profile's warehouse as a ``core.storage.Warehouse`` (``.connect()`` opens it)."""
+    from envduels_dagster.core.storage import Warehouse, is_ducklake
+
+    location = warehouse_location()
+    return Warehouse(location, lake_data_path() if is_ducklake(location) else "")

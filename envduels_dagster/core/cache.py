@@ -131,3 +131,10 @@ class CallCache:
     def __len__(self) -> int:
         self.flush()
         return self._conn().execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+
+
+def open_call_cache(location: str | Path):
+    """The call cache at ``location``: a ``postgresql://`` URL (shared profile) or a SQLite file path."""
+    from envduels_dagster.core.pg_cache import PostgresCallCache, is_postgres
+
+    return PostgresCallCache(str(location)) if is_postgres(str(location)) else CallCache(location)

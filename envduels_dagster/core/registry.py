@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from envduels_dagster.project_files import project_file
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 FAST_PREFIXES = ("openai", "hosted_vllm")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-DEFAULT_REGISTRY = Path(__file__).resolve().parents[2] / "models.yaml"
+# The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/project_files.py).
+DEFAULT_REGISTRY = project_file("models.yaml")
 
 
 class RegistryError(ValueError):

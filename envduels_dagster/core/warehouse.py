@@ -4,6 +4,12 @@ Why delete+insert in one transaction: a partition's rows are replaced exactly,
 so re-materializing a pair never duplicates or half-writes rows, and readers
 see either the old rows or the new ones. Takes a plain DuckDB connection so
 that it is usable without Dagster (tests, notebooks, the CLI).
+
+The same code serves both storage profiles (``core/storage.py``): a DuckDB file,
+or a DuckLake catalog shared by several writer processes. On DuckLake a commit
+can lose a race with another writer; every transaction here is then re-run whole
+(``retry_conflicts``), and DuckLake's missing PRIMARY KEY support is the one
+difference in the table definitions.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+
+from envduels_dagster.core.storage import catalog_kind, retry_conflicts
 
 SCHEMA = {
     "model_registry": """
@@ -82,12 +90,25 @@ VIEWS = {"authored_environments": "environments", "duel_episodes": "episodes"}
 
 def ensure_schema(conn) -> None:
     """Create missing tables, and add columns that newer versions introduced (no data is dropped)."""
+    retry_conflicts(lambda: _ensure_schema(conn))
+
+
+def _ensure_schema(conn) -> None:
     existing = {(t, c) for t, c in conn.execute(
-        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'").fetchall()}
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_catalog = current_database()").fetchall()}
     tables = {t for t, _ in existing}
+    views = {v for (v,) in conn.execute(
+        "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal").fetchall()}
+    if all(t in tables for t in SCHEMA) and all(v in views for v in VIEWS) and not _missing_columns(existing):
+        _widen_columns(conn)
+        return  # nothing to create: no DDL, so concurrent writers do not conflict on the catalog
+    ducklake = catalog_kind(conn) == "ducklake"
     _widen_columns(conn)
     for table, columns in SCHEMA.items():
         if table not in tables:
+            if ducklake:  # DuckLake has no PRIMARY KEY/UNIQUE constraints
+                columns = columns.replace(" PRIMARY KEY", "")
             conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
             continue
         for column in _columns(table):
@@ -99,13 +120,17 @@ def ensure_schema(conn) -> None:
         conn.execute(f"CREATE VIEW IF NOT EXISTS {view} AS SELECT * FROM {table}")
 
 
+def _missing_columns(existing: set[tuple[str, str]]) -> bool:
+    return any((table, column.split()[0]) not in existing for table in SCHEMA for column in _columns(table))
+
+
 def _widen_columns(conn) -> None:
     """Change old column types to the contract's where that only widens them (INTEGER seeds -> UBIGINT).
 
     All in one transaction: a failure (a negative seed cannot become unsigned) leaves every column
     as it was and names the table, the column and the rows to fix."""
     current = conn.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
-                           "WHERE table_schema = 'main'").fetchall()
+                           "WHERE table_schema = 'main' AND table_catalog = current_database()").fetchall()
     todo = []
     for table, name, dtype in current:
         if table not in SCHEMA:
@@ -131,7 +156,7 @@ def _widen_columns(conn) -> None:
                 conn.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {table}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
 
 
@@ -150,19 +175,32 @@ def _where(where: dict[str, object] | None) -> tuple[str, list]:
 
 
 def _in_transaction(conn, df: pd.DataFrame, statements: list[tuple[str, list]]) -> None:
-    """Run ``statements`` (which may read ``df`` as ``_incoming``) in one transaction."""
+    """Run ``statements`` (which may read ``df`` as ``_incoming``) in one transaction, re-run on a conflict."""
     conn.register("_incoming", df)
     try:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            for sql, params in statements:
-                conn.execute(sql, params)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        retry_conflicts(lambda: _transaction(conn, statements))
     finally:
         conn.unregister("_incoming")
+
+
+def _transaction(conn, statements: list[tuple[str, list]]) -> None:
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for sql, params in statements:
+            conn.execute(sql, params)
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn) -> None:
+    """ROLLBACK unless the failed COMMIT already ended the transaction (DuckLake conflicts do)."""
+    try:
+        conn.execute("ROLLBACK")
+    except Exception as exc:  # "no transaction is active"
+        if "no transaction" not in str(exc).lower():
+            raise
 
 
 def replace_rows(conn, table: str, df: pd.DataFrame, where: dict[str, object] | None = None) -> int:

@@ -23,7 +23,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.marts.dbt_cli import offline_dbt_executable
 from envduels_dagster.assets.marts.project import import_dagster_dbt, marts_project
 from envduels_dagster.assets.shared import OWNERS
-from envduels_dagster.resources.paths import warehouse_file
+from envduels_dagster.resources.paths import lake_data_path, warehouse_file
 
 
 _dagster_dbt = import_dagster_dbt()
@@ -89,11 +89,17 @@ def build_dbt_marts() -> dg.AssetsDefinition:
     @dbt_assets(manifest=project.manifest_path, project=project, dagster_dbt_translator=MartsTranslator(),
                 name="dbt_marts")
     def dbt_marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, warehouse: DuckDBResource):
-        database = str(Path(warehouse_file(warehouse)).resolve())
+        from envduels_dagster.core.storage import is_ducklake
+
+        location = warehouse_file(warehouse)
+        # The profile's dbt target (dbt_project/profiles.yml): the DuckDB file, or the shared DuckLake.
+        env = ({"ENVDUELS_WAREHOUSE": location, "ENVDUELS_DBT_TARGET": "shared",
+                "ENVDUELS_LAKE_DATA": lake_data_path(warehouse)} if is_ducklake(location) else
+               {"ENVDUELS_WAREHOUSE": str(Path(location).resolve()), "ENVDUELS_DBT_TARGET": "warehouse"})
         # dbt's artifacts (run_results, compiled SQL, logs) go to a scratch directory removed after the run;
         # the results themselves are in the Dagster event log.
         with tempfile.TemporaryDirectory(prefix="envduels-dbt-") as target:
-            with _environment(ENVDUELS_WAREHOUSE=database, DBT_SEND_ANONYMOUS_USAGE_STATS="false"):
+            with _environment(**env, DBT_SEND_ANONYMOUS_USAGE_STATS="false"):
                 invocation = dbt.cli(["build"], context=context, target_path=Path(target))  # env read at launch
             yield from invocation.stream()
 

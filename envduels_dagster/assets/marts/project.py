@@ -13,6 +13,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from envduels_dagster.project_files import project_file
+
 
 def import_dagster_dbt():
     """dagster-dbt without dbt-core in this process: dbt runs only as the ``envduels-dbt`` executable.
@@ -39,7 +41,7 @@ def import_dagster_dbt():
 
 DbtProject = import_dagster_dbt().DbtProject
 
-DBT_PROJECT_DIR = Path(__file__).resolve().parents[3] / "dbt_project"
+DBT_PROJECT_DIR = project_file("dbt_project")  # the checkout's, or the copy in an installed wheel
 
 
 @cache
