@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test ui snapshot clean
+.PHONY: install demo test lint ui snapshot clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/envduels demo
+
+# ruff (style, imports, bugbear) and mypy (types at the interfaces), as configured in pyproject.toml.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check envduels_dagster tests benchmarks examples
+	$(VENV)/bin/mypy
 
 test: $(STAMP)
 	$(PY) -m pytest -q

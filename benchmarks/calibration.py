@@ -85,8 +85,11 @@ def admission_rows(envs: int, stats: pd.DataFrame, true_rates: pd.DataFrame) -> 
     4-model tournament: 3 * 4 * envs rows), and, for comparison, over one learner's rows alone."""
     from envduels_dagster.core.stats import admits, learnable_probability
     from envduels_dagster.core.stats.admission import fit_beta_prior
-    from envduels_dagster.core.stats.joint_admission import (fit_joint_prior, joint_learnable_probability,
-                                                             joint_lift_interval)
+    from envduels_dagster.core.stats.joint_admission import (
+        fit_joint_prior,
+        joint_learnable_probability,
+        joint_lift_interval,
+    )
 
     s = stats[~stats["is_self_pair"]].merge(true_rates, on=["env_id", "solver"]).reset_index(drop=True)
     truth = ((s["true_cold"] <= 0.25) & (s["true_hint"] >= 0.5)).to_numpy()
@@ -139,8 +142,11 @@ def admission_mixture_rows(rows_per_warehouse: int, seeds: int, reps: int = 20) 
     """Admission on a generator where learnable (environment, learner) rows are a cluster, as in the simulation
     (wasted / noise / learnable / borderline), through core.training_set's estimator; one prior per warehouse."""
     from envduels_dagster.core.stats import admits
-    from envduels_dagster.core.stats.joint_admission import (fit_joint_prior, joint_learnable_probability,
-                                                             joint_lift_interval)
+    from envduels_dagster.core.stats.joint_admission import (
+        fit_joint_prior,
+        joint_learnable_probability,
+        joint_lift_interval,
+    )
 
     tot = dict(admitted=0, false=0, expected=0.0, rule=0, rule_false=0, learnable=0, covered=0, rows=0)
     for rep in range(reps):

@@ -93,8 +93,8 @@ def main() -> int:
     if args.episodes % args.concurrency:
         print(f"warning: E={args.episodes} is not a multiple of C={args.concurrency}", file=sys.stderr)
 
-    from envduels_dagster.core.models import fast_client
     from envduels_dagster.core.cache import CallCache
+    from envduels_dagster.core.models import fast_client
 
     if args.http == "aiohttp":
         fast_client._httptools_available = lambda: False

@@ -165,7 +165,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if args.author:
         specs = [s.model_copy(update={"author": args.author}) for s in specs]
     checked = [asyncio.run(validate_environment(s)) for s in specs]
-    df = environments_frame(checked, "imported", dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
+    df = environments_frame(checked, "imported", dt.datetime.now(dt.UTC).replace(tzinfo=None))
     with warehouse().connect() as conn:
         replace_rows(conn, "environments", df, {"env_id": [s.env_id for s in checked]})
     for s in checked:
@@ -195,7 +195,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         log = envduels_home() / "logs" / "demo-failure.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(captured.getvalue())
-        raise type(exc)(f"{exc}; Dagster's log of the failure: {log}") if isinstance(exc, RuntimeError) else exc
+        raise (type(exc)(f"{exc}; Dagster's log of the failure: {log}") if isinstance(exc, RuntimeError) else exc) from exc
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:

@@ -156,7 +156,7 @@ def leaderboard(database: str, round_: int = 0) -> str:
     lines += ["", "Authors (mean hint lift their environments give other solvers)",
               f"  {'author':<12} {'valid':>9} {'peer lift':>10}"]
     lines += [f"  {a:<12} {v:>4}/{w:<4} {lift:>10.2f}" for a, w, v, lift in authors]
-    lines += ["", "Training sets (each lineage's newest valid version, any round): " + ", ".join(f"{l}={n}" for l, n in training)]
+    lines += ["", "Training sets (each lineage's newest valid version, any round): " + ", ".join(f"{learner}={n}" for learner, n in training)]
     return "\n".join(lines)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import duckdb
 import dagster as dg
+import duckdb
 import pandas as pd
 import pytest
 from dagster_duckdb import DuckDBResource

@@ -87,7 +87,7 @@ def test_digest_is_bounded_and_never_carries_another_authors_hint():
     long_obs = "wrong " * 200
     episodes = pd.DataFrame([
         {"env_id": parent.env_id, "solver": s, "condition": c, "seed": seed, "status": "failure",
-         "transcript": transcript(("user", f"Observation: x"), ("assistant", f"I recall: {secret}"),
+         "transcript": transcript(("user", "Observation: x"), ("assistant", f"I recall: {secret}"),
                                   ("user", long_obs))}
         for s in ("b", "c") for c in ("cold", "hinted") for seed in (0, 1)])
     messages = build_digest_messages(parent, episodes, 1, 0, budget=400, forbidden_hints=[secret, "other"])

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from envduels_dagster.core.registry import load_registry
 from envduels_dagster.core.model_strings import sim_profile
+from envduels_dagster.core.registry import load_registry
 from envduels_dagster.sim.profiles import AUTHOR_KNOBS, PROFILES, get_profile
 
 REGISTRIES = Path(__file__).parent / "registries"
@@ -77,7 +77,6 @@ def warehouse(rng, skill, author_lift, envs: int = 12, seeds: int = 4):
 
 def duels_from(pl: pd.DataFrame) -> pd.DataFrame:
     """Welch duels of the authors' peer lifts (the dbt `duels` mart's rule, enough for role separation)."""
-    from envduels_dagster.core.stats import difference_interval
 
     peer = pl[~pl["is_self_pair"]] if "is_self_pair" in pl else pl[pl["author"] != pl["solver"]]
     means = peer.groupby("author")["lift"].mean()

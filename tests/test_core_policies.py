@@ -16,8 +16,14 @@ import pandas as pd
 import pytest
 
 from envduels_dagster.core.model_strings import sim_profile, sim_skill_ranks
-from envduels_dagster.core.pair_play import (AllCallsFailed, PairOptions, environments_current, pair_summary,
-                                             play_pair_with, require_model_reached)
+from envduels_dagster.core.pair_play import (
+    AllCallsFailed,
+    PairOptions,
+    environments_current,
+    pair_summary,
+    play_pair_with,
+    require_model_reached,
+)
 from envduels_dagster.core.reporting import lift_grid, markdown_table
 from envduels_dagster.core.training_set import COLUMNS, TrainingRule, build_training_set, superseded_env_ids
 
@@ -152,7 +158,8 @@ def test_staleness_reads_versions_and_seeds_from_a_real_warehouse(tmp_path):
 
 
 def test_skill_vs_change_correlates_round_one_only():
-    from envduels_dagster.core.progress import COLUMNS as PROGRESS, skill_vs_change
+    from envduels_dagster.core.progress import COLUMNS as PROGRESS
+    from envduels_dagster.core.progress import skill_vs_change
 
     df = pd.DataFrame([{c: 0.0 for c in PROGRESS} | {"author": a, "round": r, "solver_skill": k,
                                                        "design_change": k, "hint_change": -k}

@@ -118,7 +118,7 @@ def test_classify_openai_client_exceptions():
         (_named("SomeProviderError", status_code=502), "server_error"),
         (_named("SomeProviderError", status_code=418), "unknown"),
         (_named("APIError"), "server_error"),
-        (asyncio.TimeoutError(), "timeout"),
+        (TimeoutError(), "timeout"),
         (TimeoutError(), "timeout"),
         (ConnectionRefusedError(), "connection_error"),
         (MalformedResponse("no choices"), "malformed_response"),

@@ -24,7 +24,6 @@ import asyncio
 import os
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -38,7 +37,7 @@ from envduels_dagster.core.episodes import play_episode
 from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.registry import load_registry
-from envduels_dagster.core.sandbox import UID_BASE, UID_SPAN, SandboxedEnv, SandboxError, SandboxLimits, fork_server_pid
+from envduels_dagster.core.sandbox import UID_BASE, UID_SPAN, SandboxedEnv, SandboxLimits, fork_server_pid
 from envduels_dagster.core.validation import validate_environment
 
 pytestmark = pytest.mark.skipif(
@@ -773,9 +772,9 @@ def test_forged_reply_with_the_stolen_request_id_is_caught_by_the_closing_check(
 def test_forged_reply_with_the_stolen_id_still_faces_the_parents_checks(world, gateway):
     """A forged reply that would bypass the worker's checks (a NaN reward, a huge observation)
     fails the parent's own checks of every reply."""
-    body = f"""
-    forged = '{{"id": "' + request_id() + '", "ok": true, "observation": "' + 'x' * 50000 + '", '
-    forged += '"reward": NaN, "terminated": true, "truncated": false, "info": {{}}}}\\n'
+    body = """
+    forged = '{"id": "' + request_id() + '", "ok": true, "observation": "' + 'x' * 50000 + '", '
+    forged += '"reward": NaN, "terminated": true, "truncated": false, "info": {}}\\n'
     for fd in protocol_fds():
         try:
             os.write(fd, forged.encode())

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hostile import LIMITS, ROOMY, game, processes, rejected, world  # noqa: F401 - world is a fixture
 from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+from tests.test_hostile import LIMITS, ROOMY, game, processes, rejected, world  # noqa: F401 - world is a fixture
 
 pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="the hostile suite needs root")
 
@@ -243,7 +243,7 @@ def test_clone_with_namespace_flags_and_clone3_are_refused_by_seccomp(world):
 class UnixListener:
     """A world-writable unix socket on the host, outside every scratch directory."""
 
-    def __enter__(self) -> "UnixListener":
+    def __enter__(self) -> UnixListener:
         import socket
         import tempfile
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -15,12 +14,12 @@ import dagster as dg
 import duckdb
 import pytest
 
+from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
+from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
+from envduels_dagster.assets.registry.sensors import build_requests_sensor
+from envduels_dagster.core.requests import RequestBook
 from envduels_dagster.core.staleness import new_model_plan, stale_plan
 from envduels_dagster.demo import materialize_all
-from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
-from envduels_dagster.assets.registry.sensors import build_requests_sensor
-from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
-from envduels_dagster.core.requests import RequestBook
 from tests.conftest import pipeline_resources, write_registry
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import duckdb
 import dagster as dg
+import duckdb
 import pytest
 
-from envduels_dagster.demo import materialize_all
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, pair_key
+from envduels_dagster.demo import materialize_all
 from tests.conftest import pipeline_resources, write_registry
 
 MODELS = ["oracle", "journeyman", "novice"]
@@ -139,5 +139,5 @@ def test_training_exports_and_lift_learning_study_are_published(pipeline):
         df = load_training_set(learner, home=home)
         assert df["env_id"].nunique() == n and latest_export_dir(learner, home=home).is_dir()
     rows = query(db, "SELECT learner, author, gain FROM lift_learning")
-    assert {(l, a) for l, a, _ in rows} == {(l, a) for l in MODELS for a in MODELS if l != a}
+    assert {(lr, a) for lr, a, _ in rows} == {(lr, a) for lr in MODELS for a in MODELS if lr != a}
     assert all(-1 <= g <= 1 for *_, g in rows)

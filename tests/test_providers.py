@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,8 +14,8 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
-from envduels_dagster.definitions import build_resources
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
+from envduels_dagster.definitions import build_resources
 from envduels_dagster.resources import DuelSettings, GatewayResource
 
 CANARY = "sk-envduels-CANARY-7f3a9c2e51"

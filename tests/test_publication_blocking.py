@@ -9,10 +9,10 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
+from envduels_dagster.assets.registry.partitions import pair_key, register_models, solver_partitions
 from envduels_dagster.assets.training.assets import training_export, training_set
 from envduels_dagster.assets.training.checks import training_export_checks, training_set_checks
 from envduels_dagster.core.warehouse import read_table, replace_rows
-from envduels_dagster.assets.registry.partitions import pair_key, register_models, solver_partitions
 from tests.conftest import pipeline_resources, write_registry
 
 MODELS = ["expert", "novice"]

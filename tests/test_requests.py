@@ -3,7 +3,15 @@
 import pytest
 
 from envduels_dagster.core.requests import (
-    RequestBook, RequestPlan, StageStatus, next_step, plan_new_models, plan_refresh, plan_stale, stage_status)
+    RequestBook,
+    RequestPlan,
+    StageStatus,
+    next_step,
+    plan_new_models,
+    plan_refresh,
+    plan_stale,
+    stage_status,
+)
 
 MODELS = ["a", "b", "c", "d"]
 

@@ -61,9 +61,9 @@ def write_export_dir(root: Path, seeds) -> Path:
 
 
 def test_an_export_with_64_bit_seeds_round_trips_through_import_sandbox_and_export(tmp_path, envduels_home):
-    from envduels_dagster.core.training_set import first_observations
     from envduels_dagster.core.sandbox import SandboxLimits
     from envduels_dagster.core.training_export import ExportItem, write_export
+    from envduels_dagster.core.training_set import first_observations
 
     root = write_export_dir(tmp_path / "in", BIG_SEEDS)
     out = subprocess.run([sys.executable, "-m", "envduels_dagster.cli", "import", str(root), "--json"],

@@ -23,4 +23,4 @@ AFTER_CHECKED_TRAINING_SET = (dg.AutomationCondition.eager()
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)

@@ -78,8 +78,8 @@ async def author_environments(gateway: ChatGateway, author: str, count: int, see
     An LLMError from the gateway propagates: an infrastructure failure must not be
     recorded as an author's invalid environment.
     """
-    from envduels_dagster.core.validation import validate_environment
     from envduels_dagster.core.costing import usage_fields
+    from envduels_dagster.core.validation import validate_environment
 
     specs = []
     for slot in range(count):

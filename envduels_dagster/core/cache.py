@@ -19,7 +19,6 @@ from typing import Any
 
 import orjson
 
-
 _ORJSON_SAFE = (str, int, bool, type(None))  # types whose orjson output equals json.dumps(ensure_ascii=False)
 
 

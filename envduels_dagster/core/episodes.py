@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from typing import AsyncContextManager, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 
 from envduels_dagster.core.models.contract import SolveRequest
 from envduels_dagster.core.models.types import ChatGateway, LLMError
@@ -33,7 +34,7 @@ FORMAT_ERROR_OBSERVATION = "Format error: no action found. Reply with your actio
 async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, seed: int, condition: Condition,
                        limits: SandboxLimits | None = None, budget_s: float | None = None,
                        sandbox: SandboxedEnv | None = None,
-                       lease: Callable[[EnvironmentSpec], AsyncContextManager[SandboxedEnv]] | None = None,
+                       lease: Callable[[EnvironmentSpec], AbstractAsyncContextManager[SandboxedEnv]] | None = None,
                        ) -> EpisodeRecord:
     """Play one episode. ``budget_s`` caps the wall time spent waiting on the model for the episode.
 

@@ -14,7 +14,7 @@ author gave the learner no training environment measure nothing about training a
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

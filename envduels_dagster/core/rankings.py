@@ -34,8 +34,8 @@ import pandas as pd
 from envduels_dagster.core.rankings_intervals import author_intervals, stratified_interval
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
-from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
 from envduels_dagster.core.stats.multiple import HOLM, holm, welch_p_value
+from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
 from envduels_dagster.core.stats.tournament import (
     BTFit,
     bradley_terry_bootstrap,
@@ -44,7 +44,6 @@ from envduels_dagster.core.stats.tournament import (
     observed_triads,
     wins_matrix,
 )
-
 
 DEFAULT_ROUND = 0  # rankings and duels: round 0, the benchmark (DuelSettings.rankings_round)
 

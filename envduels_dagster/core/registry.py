@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envduels_dagster.project_files import project_file
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 FAST_PREFIXES = ("openai", "hosted_vllm")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -78,7 +78,7 @@ class ModelEntry(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _contract_needs_a_server(self) -> "ModelEntry":
+    def _contract_needs_a_server(self) -> ModelEntry:
         if self.request_contract and not self.api_base:
             raise ValueError("request_contract is for envduels serve-sim endpoints: it needs an api_base")
         return self

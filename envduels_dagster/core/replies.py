@@ -86,7 +86,7 @@ def strip_reasoning(text: str) -> tuple[str, str | None]:
     """(answer text, name of an unclosed reasoning tag or None)."""
     text = _CLOSED.sub("", text)
     close = None
-    for close in _CLOSE.finditer(text):
+    for close in _CLOSE.finditer(text):  # noqa: B007 -- the loop keeps the last closing tag
         pass
     if close is not None:  # a closing tag whose opening the chat template wrote: the answer follows it
         text = text[close.end():]
@@ -116,7 +116,7 @@ def fenced_blocks(text: str) -> list[Block]:
         fence, lang = m.group(1), m.group(2).lower().strip("{}.")
         body_start = m.end()
         close = None
-        for run in re.finditer(re.escape(fence[0]) + "{%d,}" % len(fence), text[body_start:]):
+        for run in re.finditer(re.escape(fence[0]) + f"{{{len(fence)},}}", text[body_start:]):
             a, b = body_start + run.start(), body_start + run.end()
             line_start = text.rfind("\n", 0, a) + 1
             line_end = text.find("\n", b)

@@ -24,9 +24,10 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 DUCKLAKE_PREFIX = "ducklake:"
 # The catalog alias every connection uses, in both profiles' dbt targets too: relation names in the

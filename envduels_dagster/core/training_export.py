@@ -14,9 +14,9 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from envduels_dagster.core.export_contract import (
     EnvMetadata,

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
-
 import numpy as np
+import pandas as pd
 
 from envduels_dagster.core.stats import admits, env_solver_stats
 from envduels_dagster.core.stats import joint_admission as ja

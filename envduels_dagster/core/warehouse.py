@@ -142,7 +142,7 @@ def _widen_columns(conn) -> None:
         return
     conn.execute("BEGIN TRANSACTION")
     try:
-        for table, name, dtype, wanted in todo:
+        for table, name, _dtype, wanted in todo:
             test = f"list_min({name}) < 0" if wanted.endswith("[]") else f"{name} < 0"
             (bad,) = conn.execute(f"SELECT count(*) FROM {table} WHERE {test}").fetchone()
             if bad:

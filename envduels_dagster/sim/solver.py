@@ -108,7 +108,7 @@ def _codelock(p: SimProfile, view: GameView, hint: str | None, rng: random.Rando
     length, digits = int(m.group(1)), int(m.group(2)) + 1
     sorted_codes = bool(hint and "never decrease" in hint)
     clues = []
-    for action, obs in view.history:
+    for _action, obs in view.history:
         if (cm := re.search(r"Code (\d+): (\d+) digit", obs)):
             clues.append((cm.group(1), int(cm.group(2))))
     budget = p.search_budget if rng.random() < p.precision else max(1, p.search_budget // 10)

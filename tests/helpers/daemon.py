@@ -92,7 +92,7 @@ def _runs_since(instance, since: float) -> list[RunInfo]:
 def _dt(ts: float):
     import datetime as dt
 
-    return dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC)
 
 
 class DagsterDev:

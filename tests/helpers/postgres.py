@@ -57,7 +57,7 @@ class LocalPostgres:
             raise PostgresUnavailable(f"{' '.join(cmd[:2])} failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
         return proc
 
-    def start(self) -> "LocalPostgres":
+    def start(self) -> LocalPostgres:
         if self.user:
             try:
                 shutil.chown(self.root, user=self.user)
@@ -91,7 +91,7 @@ class LocalPostgres:
             self._run(str(self.bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop", check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "LocalPostgres":
+    def __enter__(self) -> LocalPostgres:
         try:
             return self.start()
         except BaseException:

@@ -19,7 +19,6 @@ from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
-
 @dg.asset(
     partitions_def=pair_partitions,
     deps=[model_registry, dg.AssetDep(authored_environments, partition_mapping=by_author)],

@@ -12,9 +12,19 @@ marked as such here; that they are never counted in a statistic is checked on
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.checking.catalog import (CONDITIONS, INCOMPLETE_STOP_REASONS, STATUSES, STOP_REASONS, Catalog,
-                                            MissingTable, load_or_error, missing_table_message, partition_keys,
-                                            query, spec)
+from envduels_dagster.assets.checking.catalog import (
+    CONDITIONS,
+    INCOMPLETE_STOP_REASONS,
+    STATUSES,
+    STOP_REASONS,
+    Catalog,
+    MissingTable,
+    load_or_error,
+    missing_table_message,
+    partition_keys,
+    query,
+    spec,
+)
 from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_results, run_suite
 from envduels_dagster.assets.checking.secret_scan import env_secret_values, find_secret_in
 

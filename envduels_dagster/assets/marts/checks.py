@@ -15,8 +15,14 @@ matched-seed difference, DESIGN §6) per pair, and compares them with the mart.
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.checking.catalog import (Catalog, MissingTable, load_or_error, missing_table_message, query,
-                                            spec)
+from envduels_dagster.assets.checking.catalog import (
+    Catalog,
+    MissingTable,
+    load_or_error,
+    missing_table_message,
+    query,
+    spec,
+)
 from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_results, run_suite
 from envduels_dagster.resources import DuelSettings
 

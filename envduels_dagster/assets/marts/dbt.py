@@ -25,7 +25,6 @@ from envduels_dagster.assets.marts.project import import_dagster_dbt, marts_proj
 from envduels_dagster.assets.shared import OWNERS
 from envduels_dagster.resources.paths import lake_data_path, warehouse_file
 
-
 _dagster_dbt = import_dagster_dbt()
 DagsterDbtTranslator, DbtCliResource, dbt_assets = (_dagster_dbt.DagsterDbtTranslator, _dagster_dbt.DbtCliResource,
                                                     _dagster_dbt.dbt_assets)

@@ -3,8 +3,8 @@ analyses over the marts (``rankings``, ``design_convergence``)."""
 
 import dagster as dg
 
-from envduels_dagster.assets.marts.assets import design_convergence, rankings
 from envduels_dagster.assets.checking.results import make_result_checks
+from envduels_dagster.assets.marts.assets import design_convergence, rankings
 from envduels_dagster.assets.marts.checks import pair_lift_checks
 from envduels_dagster.assets.marts.jobs import downstream_job
 

@@ -5,7 +5,14 @@ import re
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.checking.catalog import Catalog, MissingTable, load_or_error, missing_table_message, query, spec
+from envduels_dagster.assets.checking.catalog import (
+    Catalog,
+    MissingTable,
+    load_or_error,
+    missing_table_message,
+    query,
+    spec,
+)
 from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_results, run_suite
 from envduels_dagster.assets.checking.secret_scan import find_secret_in, redact
 from envduels_dagster.resources import GatewayResource

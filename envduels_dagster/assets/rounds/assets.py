@@ -34,8 +34,8 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
     )
     def hardened(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
                  settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-        from envduels_dagster.core.models import LLMError, run_and_close
         from envduels_dagster.core.hardening import harden_author, kept_count, read_hardening_inputs
+        from envduels_dagster.core.models import LLMError, run_and_close
         from envduels_dagster.core.registry import RegistryError
         from envduels_dagster.core.warehouse import environments_frame, replace_rows
 

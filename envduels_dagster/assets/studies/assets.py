@@ -22,10 +22,10 @@ from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxRes
 )
 def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
                   settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    from envduels_dagster.core.models import run_and_close
     from envduels_dagster.core.learning_study import correlate
     from envduels_dagster.core.lift_study import run_study
     from envduels_dagster.core.model_strings import sim_profile
+    from envduels_dagster.core.models import run_and_close
     from envduels_dagster.core.warehouse import read_table, replace_rows
     from envduels_dagster.sim.training import sim_trainer
 

@@ -18,10 +18,17 @@ environments.
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.training.assets import training_export, training_set
-from envduels_dagster.assets.checking.catalog import (Catalog, MissingTable, load_or_error, missing_table_message,
-                                            partition_keys, query, spec)
+from envduels_dagster.assets.checking.catalog import (
+    Catalog,
+    MissingTable,
+    load_or_error,
+    missing_table_message,
+    partition_keys,
+    query,
+    spec,
+)
 from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_results, run_suite
+from envduels_dagster.assets.training.assets import training_export, training_set
 from envduels_dagster.resources import DuelSettings
 
 ASSET = training_set.key

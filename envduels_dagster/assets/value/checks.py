@@ -9,8 +9,15 @@ from ``environments``, independently of the code that built them.
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.checking.catalog import (Catalog, MissingTable, load_or_error, missing_table_message,
-                                                      partition_keys, query, spec)
+from envduels_dagster.assets.checking.catalog import (
+    Catalog,
+    MissingTable,
+    load_or_error,
+    missing_table_message,
+    partition_keys,
+    query,
+    spec,
+)
 from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_results, run_suite
 from envduels_dagster.assets.value.assets import author_value
 

@@ -11,7 +11,7 @@ the messages, so equal messages mean equal requests.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -65,7 +65,7 @@ class SolveRequest(_Request):
     max_turns: int
 
 
-ModelRequest = Annotated[Union[AuthorRequest, HardenRequest, SolveRequest], Field(discriminator="kind")]
+ModelRequest = Annotated[AuthorRequest | HardenRequest | SolveRequest, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter = TypeAdapter(ModelRequest)
 
 

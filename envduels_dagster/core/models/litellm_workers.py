@@ -120,7 +120,7 @@ class LitellmWorkers:
                 proc.stdin.close()
             try:
                 await asyncio.wait_for(proc.wait(), 5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
             if self._readers[i] is not None:

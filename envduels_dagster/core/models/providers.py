@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +96,7 @@ def backend_name(model: str, entry: ModelEntry | None = None) -> str:
         f"{', '.join(sorted(_providers()))}, and litellm's: {', '.join(sorted(LITELLM_PROVIDERS))}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def backend_class(name: str) -> Any:
     """The class registered under ``name``, imported now (the first time only)."""
     target = _providers().get(name) or BACKENDS.get(name)

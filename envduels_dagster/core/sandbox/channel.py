@@ -39,7 +39,7 @@ class Channel(asyncio.Protocol):
         self.wtransport: asyncio.WriteTransport | None = None
 
     @classmethod
-    async def open(cls, req_w: int, rep_r: int, limit: int) -> "Channel":
+    async def open(cls, req_w: int, rep_r: int, limit: int) -> Channel:
         """Take ownership of both fds (closed on failure too)."""
         loop = asyncio.get_running_loop()
         chan = cls(limit)
@@ -105,7 +105,7 @@ class Channel(asyncio.Protocol):
                 return None
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise asyncio.TimeoutError
+                raise TimeoutError
             fut = self.waiter = loop.create_future()
             timer = loop.call_later(remaining, _expire, fut)
             try:
@@ -137,7 +137,7 @@ class Channel(asyncio.Protocol):
             raise ChannelClosed
         try:
             line = await self._read_line(deadline)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise SandboxError("timeout", f"{what} did not answer within {timeout:g} s") from None
         except _Overflow:
             raise SandboxError("protocol_violation",

@@ -37,7 +37,7 @@ class SandboxedEnv:
         self._workdir: str | None = None
         self._killed = False  # True once we SIGKILLed the worker ourselves (deadline, bad reply)
 
-    async def __aenter__(self) -> "SandboxedEnv":
+    async def __aenter__(self) -> SandboxedEnv:
         await self.start()
         return self
 

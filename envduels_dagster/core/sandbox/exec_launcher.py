@@ -42,7 +42,7 @@ class ExecProcess:
     async def wait(self, timeout: float) -> tuple[int | None, float | None]:
         try:
             code = await asyncio.wait_for(self.proc.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None, None
         if self.wrapped and code > 128:  # bubblewrap reports a signal death as 128 + signal
             code = -(code - 128)

@@ -79,7 +79,7 @@ class ForkedProcess:
     async def wait(self, timeout: float) -> tuple[int | None, float | None]:
         try:
             await asyncio.wait_for(self._done.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None, None
         return self.result or (None, None)
 
@@ -234,7 +234,7 @@ class ForkServerLauncher(Launcher):
             handle = ForkedProcess(status)
             try:
                 await asyncio.wait_for(handle._started.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 handle.release()
                 self.pool.discard()  # too slow: the next worker gets a fresh one
                 raise SandboxError("timeout", f"the fork server did not start a worker within {timeout:g} s") from None

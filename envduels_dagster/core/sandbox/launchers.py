@@ -11,8 +11,9 @@ conformance suite (``self_check.py``) against every registered launcher.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from envduels_dagster.core.sandbox.limits import SandboxLimits
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import signal
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from envduels_dagster.core.sandbox.limits import (
     MAX_INFO_DEPTH,

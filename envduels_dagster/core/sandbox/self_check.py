@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Awaitable, Callable
 
 from envduels_dagster.core.sandbox.env import SandboxedEnv
 from envduels_dagster.core.sandbox.launchers import Launcher, get_launcher

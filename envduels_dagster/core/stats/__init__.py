@@ -29,9 +29,10 @@ from envduels_dagster.core.stats.bootstrap import (
     percentile_interval,
     stratified_cluster_weights,
 )
-from envduels_dagster.core.stats.intervals import MIN_ENVS, Interval, difference_interval, mean_interval, t_critical
 from envduels_dagster.core.stats.discrimination import discrimination, discrimination_rows
+from envduels_dagster.core.stats.intervals import MIN_ENVS, Interval, difference_interval, mean_interval, t_critical
 from envduels_dagster.core.stats.lift import env_solver_stats, matched_seeds, pair_lift, training_candidates
+from envduels_dagster.core.stats.multiple import benjamini_hochberg, holm, welch_p_value
 from envduels_dagster.core.stats.ranks import (
     kendall_tau,
     permutation_pvalue,
@@ -40,7 +41,6 @@ from envduels_dagster.core.stats.ranks import (
     spearman,
     spearman_with_permutation,
 )
-from envduels_dagster.core.stats.multiple import benjamini_hochberg, holm, welch_p_value
 from envduels_dagster.core.stats.rules import LEARNABLE, NOISE, WASTED, admits, categorize, category, is_member
 from envduels_dagster.core.stats.tournament import bradley_terry, bradley_terry_bootstrap, cyclic_triads, wins_matrix
 

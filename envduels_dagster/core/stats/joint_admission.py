@@ -75,7 +75,7 @@ def fit_joint_prior(cold, hint, n, smoothing: float = 1.0, max_iter: int = 500, 
         return JointPrior(uniform.reshape(GRID, GRID), 0, 0)
     lik = _joint_likelihood(cold[ok], hint[ok], n[ok])
     w, it = uniform.copy(), 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 -- the last value is the iteration count returned
         new = (w * (lik.T @ (1.0 / (lik @ w))) + smoothing * uniform) / (rows + smoothing)
         done = np.abs(new - w).max() < tol
         w = new

@@ -19,7 +19,6 @@ from envduels_dagster.core.stats.bootstrap import cluster_bootstrap_mean
 from envduels_dagster.core.stats.intervals import mean_interval
 from envduels_dagster.core.stats.rules import admits, categorize
 
-
 KEY = ["round", "env_id", "author", "solver"]  # one environment x solver, within its round
 
 
