@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 DUCKLAKE_PREFIX = "ducklake:"
 # The catalog alias every connection uses, in both profiles' dbt targets too: relation names in the
@@ -117,7 +117,7 @@ class Warehouse:
         return conn
 
 
-_ROOTS: dict[tuple, tuple[int, object]] = {}
+_ROOTS: dict[tuple, tuple[int, Any]] = {}
 _ROOTS_LOCK = threading.Lock()
 
 
