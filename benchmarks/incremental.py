@@ -28,7 +28,7 @@ from envduels_dagster.assets.registry.partitions import pair_key, register_model
 from envduels_dagster.core.staleness import new_model_plan  # noqa: E402
 from envduels_dagster.demo import materialize_all  # noqa: E402
 from envduels_dagster.sim.profiles import PROFILES  # noqa: E402
-from tests.conftest import pipeline_resources, write_registry  # noqa: E402
+from tests.helpers.pipeline import pipeline_resources, write_registry  # noqa: E402
 
 
 def calls(cache: Path) -> int:

@@ -1,10 +1,12 @@
-"""Shared fixtures: a private ENVDUELS_HOME, registries of simulated models, pipeline resources."""
+"""Shared fixtures: a private ENVDUELS_HOME and registries of simulated models (helpers live in tests/helpers)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.pipeline import pipeline_resources, write_registry  # noqa: F401  TEMP re-export
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,32 +33,9 @@ def envduels_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def write_registry(path: Path, names: list[str], extra: str = "") -> Path:
-    """A registry of simulated models; ``names`` are profile names (oracle, expert, ...)."""
-    lines = ["models:"]
-    for name in names:
-        lines += [f"  - name: {name}", f"    model: envduels-sim/{name}"]
-    path.write_text("\n".join(lines) + "\n" + extra)
-    return path
-
-
 @pytest.fixture
 def sim_registry(tmp_path: Path):
     def make(names: list[str] = ("oracle", "journeyman", "novice"), extra: str = "") -> Path:
         return write_registry(tmp_path / "models.yaml", list(names), extra)
 
     return make
-
-
-def pipeline_resources(tmp_path: Path, registry: Path, envs_per_author: int = 3, seeds=(0, 1, 2, 3)) -> dict:
-    """Dagster resources writing to a temporary warehouse and cache."""
-    from dagster_duckdb import DuckDBResource
-
-    from envduels_dagster.definitions import build_resources
-    from envduels_dagster.resources import DuelSettings, GatewayResource
-
-    return build_resources(
-        gateway=GatewayResource(registry_path=str(registry), cache_path=str(tmp_path / "cache" / "calls.sqlite")),
-        settings=DuelSettings(envs_per_author=envs_per_author, benchmark_seeds=list(seeds)),
-        warehouse=DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
-    )

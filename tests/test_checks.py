@@ -31,7 +31,7 @@ from envduels_dagster.core.stats import pair_lift
 from envduels_dagster.core.warehouse import ensure_schema
 from envduels_dagster.definitions import build_definitions
 from envduels_dagster.resources import DuelSettings
-from tests.conftest import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, write_registry
 
 # ---------------------------------------------------------------------------------------------
 # A hand-built warehouse: models alice (oracle) and bob (novice).

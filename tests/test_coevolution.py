@@ -19,7 +19,7 @@ from envduels_dagster.core.progress import progress_table
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.stats import discrimination, spearman_with_permutation
 from envduels_dagster.core.stats import paired_bootstrap as paired_change
-from tests.conftest import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, write_registry
 
 MODELS = ["expert", "journeyman", "novice"]
 

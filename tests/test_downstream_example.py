@@ -23,7 +23,7 @@ from envduels_dagster.assets.training.checks import training_set_checks
 from envduels_dagster.core.publication import content_version
 from envduels_dagster.core.warehouse import read_table, replace_rows
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
-from tests.conftest import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, write_registry
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["oracle", "expert", "novice"]

@@ -20,7 +20,7 @@ from envduels_dagster.assets.registry.sensors import build_requests_sensor
 from envduels_dagster.core.requests import RequestBook
 from envduels_dagster.core.staleness import new_model_plan, stale_plan
 from envduels_dagster.demo import materialize_all
-from tests.conftest import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, write_registry
 
 
 def requests_sensor(rounds: int = 1):
@@ -176,7 +176,7 @@ def test_a_version_bump_on_a_real_warehouse_opens_one_stale_request(tmp_path, mo
 RESUME_SCRIPT = textwrap.dedent("""
     import sys
     import dagster as dg
-    from tests.conftest import pipeline_resources
+    from tests.helpers.pipeline import pipeline_resources
     from pathlib import Path
     from envduels_dagster.assets.authoring.assets import authored_environments
     from envduels_dagster.assets.duels.assets import duel_episodes

@@ -8,7 +8,7 @@ import pytest
 
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, pair_key
 from envduels_dagster.demo import materialize_all
-from tests.conftest import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, write_registry
 
 MODELS = ["oracle", "journeyman", "novice"]
 

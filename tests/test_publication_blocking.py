@@ -13,7 +13,7 @@ from envduels_dagster.assets.registry.partitions import pair_key, register_model
 from envduels_dagster.assets.training.assets import training_export, training_set
 from envduels_dagster.assets.training.checks import training_export_checks, training_set_checks
 from envduels_dagster.core.warehouse import read_table, replace_rows
-from tests.conftest import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, write_registry
 
 MODELS = ["expert", "novice"]
 

@@ -21,7 +21,7 @@ from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.assets.training.assets import training_set
 from envduels_dagster.core.publication import read_snapshot
-from tests.conftest import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, write_registry
 
 MODELS = ["expert", "novice"]
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 WRITER = """
 import sys, dagster as dg
 sys.path.insert(0, {repo!r})
-from tests.conftest import pipeline_resources
+from tests.helpers.pipeline import pipeline_resources
 from pathlib import Path
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.marts.dbt import build_dbt_marts

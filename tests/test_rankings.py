@@ -224,7 +224,7 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     from envduels_dagster.core.stats import env_solver_stats
     from envduels_dagster.core.warehouse import episodes_frame
     from envduels_dagster.sim.profiles import PROFILES
-    from tests.conftest import write_registry
+    from tests.helpers.pipeline import write_registry
 
     names = list(PROFILES)
     registry = load_registry(str(write_registry(tmp_path / "models.yaml", names)))

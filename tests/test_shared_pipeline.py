@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_registry
 from tests.helpers.pair_runs import ENVS_PER_AUTHOR, SEEDS
+from tests.helpers.pipeline import write_registry
 from tests.test_shared_storage import pg  # noqa: F401  (the module's Postgres server fixture)
 
 pytestmark = pytest.mark.slow
