@@ -15,6 +15,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Literal
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -135,7 +136,7 @@ def _cmd_play(args: argparse.Namespace) -> int:
     registry = load_registry()
     registry.get(args.model)
     spec = _load_specs(argparse.Namespace(**{**vars(args), "seed": [args.seed_one]}))[0]
-    condition = "hinted" if spec.hint else "cold"
+    condition: Literal["cold", "hinted"] = "hinted" if spec.hint else "cold"
     rec = asyncio.run(play_episode(Gateway(registry, _default_cache()), args.model, spec, args.seed_one, condition))
     if args.json:
         print(json.dumps(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))

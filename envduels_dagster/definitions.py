@@ -38,8 +38,8 @@ def build_resources(**overrides: object) -> dict[str, object]:
         "gateway": HomeGatewayResource(),
         "sandbox": SandboxResource(),
         # ENVDUELS_ENVS_PER_AUTHOR: the size of runs launched by the daemon (the demo passes its own settings)
-        "settings": DuelSettings(**({"envs_per_author": int(n)} if (n := os.environ.get("ENVDUELS_ENVS_PER_AUTHOR"))
-                                    else {})),
+        "settings": (DuelSettings(envs_per_author=int(n)) if (n := os.environ.get("ENVDUELS_ENVS_PER_AUTHOR"))
+                     else DuelSettings()),
         "value_settings": AuthorValueSettings(),
         "warehouse": WarehouseResource(),
         "dbt": dbt_resource(),

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from envduels_dagster.project_files import project_file
 
@@ -72,7 +73,8 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     defs = build_definitions()
     ALL_ASSETS, ALL_CHECKS = list(defs.assets), list(defs.asset_checks)
     resources = resources or build_resources()
-    path = resources["gateway"].registry_path
+    gateway: Any = resources["gateway"]
+    path = gateway.registry_path
     registry = load_registry((path.get_value() if isinstance(path, dg.EnvVar) else path) or None)  # fails before any run
     names = names or registry.names
     new = register_models(instance, registry.names)

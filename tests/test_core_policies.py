@@ -63,18 +63,37 @@ def test_training_set_keeps_learnable_peer_environments_ranked_with_provenance()
     half = [(F, S), (F, S), (F, F), (F, F)]  # p_hint 0.5: admitted at min_hint 0.5, with lower lift
     episodes = episodes_of({("e1", "a", "learner"): half, ("e2", "a", "learner"): LEARNABLE,
                             ("e3", "b", "learner"): WASTED, ("own", "learner", "learner"): LEARNABLE})
-    built = build_training_set("learner", episodes, envs, TrainingRule(max_cold=0.0, min_hint=0.5))
+    built = build_training_set("learner", episodes, envs, TrainingRule(max_cold=0.0, min_hint=0.5, method="rule"))
     rows = built.rows
     assert list(rows.columns) == COLUMNS
     assert list(rows["env_id"]) == ["e2", "e1"] and list(rows["rank"]) == [1, 2]
     assert rows.iloc[0]["lift"] == 1.0 and rows.iloc[1]["lift"] == 0.5
     assert rows.iloc[0]["source_sha256"] == "sha-e2" and rows.iloc[0]["benchmark_seeds"] == [0, 1, 2, 3]
-    assert (rows["lift_lower"] <= rows["lift"]).all() and (rows["lift"] <= rows["lift_upper"]).all()
+    # a real posterior interval: 4 seeds never pin the lift (it used to be a zero-width bootstrap)
+    assert ((rows["lift_upper"] - rows["lift_lower"]) > 0.3).all()
+    assert ((rows["lift_lower"] >= -1) & (rows["lift_upper"] <= 1)).all()
     assert built.categories == {"learnable": 2, "wasted": 1}  # its own environment is not a peer result
-    with_self = build_training_set("learner", episodes, envs, TrainingRule(include_self_authored=True))
+    with_self = build_training_set("learner", episodes, envs, TrainingRule(include_self_authored=True, method="rule"))
     assert "own" in set(with_self.rows["env_id"])
-    strict = build_training_set("learner", episodes, envs, TrainingRule(min_hint=0.75))
+    strict = build_training_set("learner", episodes, envs, TrainingRule(min_hint=0.75, method="rule"))
     assert list(strict.rows["env_id"]) == ["e2"]
+
+
+def test_probability_admission_orders_by_evidence_and_reports_expected_false_admissions():
+    envs = env_rows([("e1", "a", True, None), ("e2", "a", True, None), ("e3", "b", True, None)])
+    half = [(F, S), (F, S), (F, F), (F, F)]
+    episodes = episodes_of({("e1", "a", "learner"): half, ("e2", "a", "learner"): LEARNABLE,
+                            ("e3", "b", "learner"): WASTED})
+    loose = build_training_set("learner", episodes, envs, TrainingRule(threshold=0.01))
+    p = dict(zip(loose.rows["env_id"], loose.rows["p_learnable"]))
+    assert p["e2"] > p["e1"] > 0  # 4/4 hinted is stronger evidence than 2/4; e3 (passes cold) scores lowest
+    assert p.get("e3", 0.0) < p["e1"]
+    assert loose.expected_false_admissions == pytest.approx(sum(1 - v for v in p.values()))
+    assert loose.note.startswith("insufficient data: the prior of the rates rests on 3")
+    tight = build_training_set("learner", episodes, envs, TrainingRule(threshold=(p["e2"] + p["e1"]) / 2))
+    assert list(tight.rows["env_id"]) == ["e2"] and (tight.rows["admission_threshold"] > 0).all()
+    with pytest.raises(ValueError, match="threshold"):
+        TrainingRule(threshold=0.0)
 
 
 def test_training_set_takes_the_child_not_the_superseded_parent():

@@ -46,12 +46,14 @@ def _frame(author: str, solver: str, version: int, rows: int = 12):
     return pd.DataFrame(recs, columns=[c.split()[0] for c in _columns("episodes")])
 
 
-def _writer(location: str, data_path: str, author: str, versions: int, out) -> None:
+def _writer(location: str, data_path: str, author: str, versions: int, out, start) -> None:
     from envduels_dagster.core import storage
     from envduels_dagster.core.storage import Warehouse
     from envduels_dagster.core.warehouse import replace_rows
 
     wh = Warehouse(location, data_path)
+    wh.connect().close()  # extensions loaded, catalog attached: then all writers start at once
+    start.wait(timeout=120)  # (under load, writers that start seconds apart might never overlap)
     for version in range(versions):
         for solver in ("s0", "s1"):
             with wh.connect() as conn:
@@ -83,10 +85,10 @@ def test_concurrent_writer_processes_lose_nothing_retry_conflicts_and_a_reader_n
 
     location, data_path = "ducklake:postgres:" + pg.create_database("lake_race"), f"{tmp_path}/lake/"
     ctx = mp.get_context("spawn")
-    out, stop = ctx.Queue(), ctx.Event()
-    writers = [ctx.Process(target=_writer, args=(location, data_path, f"a{w}", 4, out)) for w in range(3)]
+    out, stop, start = ctx.Queue(), ctx.Event(), ctx.Barrier(3)
+    writers = [ctx.Process(target=_writer, args=(location, data_path, f"a{w}", 4, out, start)) for w in range(3)]
     reader = ctx.Process(target=_reader, args=(location, data_path, stop, out))
-    for p in [*writers, reader]:  # the first writers race to create the tables, too
+    for p in [*writers, reader]:  # the writers race to create the tables, too
         p.start()
     results = [out.get(timeout=180) for _ in writers]
     stop.set()

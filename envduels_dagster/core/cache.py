@@ -61,39 +61,27 @@ def request_key(request: dict[str, Any]) -> str:
     return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
-class CallCache:
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+class BatchedPuts:
+    """The write batching every call cache shares: ``put`` queues a row, ``flush`` hands the queue to
+    ``_write`` (one transaction, the backend's own). Inside an event loop, the writes of one loop
+    iteration share one transaction (flushed by a ``call_soon`` callback, so before ``asyncio.run``
+    returns): a commit per call costs ~40 us of the event loop's time. Outside a loop the row is
+    written at once. Subclasses call ``_init_batching()`` and implement ``_write``."""
+
+    def _init_batching(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[str, tuple] = {}
         self._flush_loop: asyncio.AbstractEventLoop | None = None
-        with self._conn() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, response TEXT, created REAL)"
-            )
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+    def _write(self, rows: list[tuple]) -> None:
+        raise NotImplementedError
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        pending = self._pending.get(key)
-        if pending is not None:
-            return orjson.loads(pending[2])
-        row = self._conn().execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+    def pending(self, key: str) -> dict[str, Any] | None:
+        row = self._pending.get(key)
+        return orjson.loads(row[2]) if row is not None else None
 
     def put(self, key: str, model: str, response: dict[str, Any]) -> None:
-        """Store a call. Inside an event loop, the writes of one loop iteration share one transaction
-        (flushed by a ``call_soon`` callback, so before ``asyncio.run`` returns): a commit per call
-        costs ~40 us of the event loop's time. Outside a loop the row is written at once."""
+        """Store a call (batched as the class docstring says)."""
         row = (key, model, orjson.dumps(response).decode(), time.time())
         try:
             loop = asyncio.get_running_loop()
@@ -115,8 +103,39 @@ class CallCache:
         """Write every pending row in one transaction."""
         with self._lock:
             rows, self._pending, self._flush_loop = list(self._pending.values()), {}, None
-        if not rows:
-            return
+        if rows:
+            self._write(rows)
+
+
+class CallCache(BatchedPuts):
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._init_batching()
+        with self._conn() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, response TEXT, created REAL)"
+            )
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        pending = self.pending(key)
+        if pending is not None:
+            return pending
+        row = self._conn().execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def _write(self, rows: list[tuple]) -> None:
+        """Write ``rows`` (key, model, response, created) in one transaction."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -10,6 +10,7 @@ one per profile), so core never imports ``sim``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 
@@ -42,7 +43,7 @@ def training_choice(learner: str, envs: pd.DataFrame, training: pd.DataFrame, tr
     return {a: specs_from_rows(envs[envs["env_id"].isin(g["env_id"])]) for a, g in chosen.groupby("author")}
 
 
-async def run_study(gw, authors: list[str], learners: dict[str, Callable[[list], object]], envs: pd.DataFrame,
+async def run_study(gw, authors: list[str], learners: dict[str, Callable[[list], Any]], envs: pd.DataFrame,
                     training: pd.DataFrame, lift: pd.DataFrame, train_on: str, heldout_per_author: int,
                     seeds: list[int], limits, on_learner: Callable[[str], None] | None = None) -> pd.DataFrame:
     """One row per (learner, author): gain on the author's held-out environments after training on its ones.

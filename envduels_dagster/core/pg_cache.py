@@ -10,13 +10,11 @@ the key is a hash of the canonical request). Same interface as :class:`CallCache
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-import time
 from typing import Any
 
-import orjson
+from envduels_dagster.core.cache import BatchedPuts
 
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 TABLE = "envduels_calls"
@@ -26,14 +24,12 @@ def is_postgres(location: str) -> bool:
     return str(location).startswith(POSTGRES_PREFIXES)
 
 
-class PostgresCallCache:
+class PostgresCallCache(BatchedPuts):
     def __init__(self, dsn: str, table: str = TABLE):
         self.dsn = dsn
         self.table = table
         self._local = threading.local()
-        self._lock = threading.Lock()
-        self._pending: dict[str, tuple] = {}
-        self._flush_loop: asyncio.AbstractEventLoop | None = None
+        self._init_batching()
         with self._conn().cursor() as cur:
             # CREATE TABLE IF NOT EXISTS can still race in the catalog between two first processes.
             cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
@@ -51,9 +47,9 @@ class PostgresCallCache:
         return conn
 
     def get(self, key: str) -> dict[str, Any] | None:
-        pending = self._pending.get(key)
+        pending = self.pending(key)
         if pending is not None:
-            return orjson.loads(pending[2])
+            return pending
         conn = self._conn()
         with conn.cursor() as cur:
             cur.execute(f"SELECT response FROM {self.table} WHERE key = %s", (key,))
@@ -61,28 +57,7 @@ class PostgresCallCache:
         conn.rollback()  # end the read transaction: no snapshot held across model calls
         return json.loads(row[0]) if row else None
 
-    def put(self, key: str, model: str, response: dict[str, Any]) -> None:
-        """Store a call; inside an event loop the writes of one iteration share a transaction."""
-        row = (key, model, orjson.dumps(response).decode(), time.time())
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        with self._lock:
-            self._pending[key] = row
-            schedule = loop is not None and self._flush_loop is not loop
-            if schedule:
-                self._flush_loop = loop
-        if loop is None:
-            self.flush()
-        elif schedule:
-            loop.call_soon(self.flush)
-
-    def flush(self) -> None:
-        with self._lock:
-            rows, self._pending, self._flush_loop = list(self._pending.values()), {}, None
-        if not rows:
-            return
+    def _write(self, rows: list[tuple]) -> None:
         from psycopg2.extras import execute_values
 
         conn = self._conn()

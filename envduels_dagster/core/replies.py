@@ -188,10 +188,10 @@ def parse_mapping(raw: str, lang: str = "") -> tuple[object, str | None]:
 def _inline_objects(text: str, blocks: list[Block]):
     """JSON-ish objects in the prose (outside fenced blocks), last first. Braces inside strings
     (a hint that mentions ``\\boxed{...}``) are skipped while balancing."""
-    prose = list(text)
+    chars = list(text)
     for b in blocks:
-        prose[b.start:b.end] = " " * (b.end - b.start)
-    prose = "".join(prose)
+        chars[b.start:b.end] = " " * (b.end - b.start)
+    prose = "".join(chars)
     found = []
     for start in [m.start() for m in re.finditer(r"\{", prose)]:
         end = _balanced_end(prose, start)
@@ -252,7 +252,7 @@ def find_metadata(text: str, blocks: list[Block]) -> tuple[dict, str | None]:
             value, note = parse_mapping(raw, "json")
         except AuthorReplyError:
             continue
-        if _has_known_key(value):
+        if isinstance(value, dict) and _has_known_key(value):
             return value, note
     if errors:
         raise errors[0]

@@ -154,7 +154,7 @@ def lift_learning_problems(table: pd.DataFrame) -> dict[str, list[str]]:
     """Rules of table ``lift_learning`` (per learner and author)."""
     t = table.assign(row=table["learner"].astype(str) + "<-" + table["author"].astype(str)) if len(table) \
         else table.assign(row=[])
-    out = {"no_nan_published": [], "sample_sizes_reported": []}
+    out: dict[str, list] = {"no_nan_published": [], "sample_sizes_reported": []}
     trained = _num(t, "n_train_envs") > 0
     for c in ("cold_before", "cold_after"):
         out["no_nan_published"] += range_problems(t, "row", c, 0, 1)

@@ -12,6 +12,7 @@ the published copy. Metadata: ``dagster/uri``, ``dagster/row_count``, ``dagster/
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -23,7 +24,7 @@ def column_schema(columns: list[tuple[str, str]]) -> dg.TableSchema:
 
 
 def table_metadata(table: str, df=None, columns: list[tuple[str, str]] | None = None,
-                   row_count: int | None = None) -> dict[str, object]:
+                   row_count: int | None = None) -> dict[str, Any]:
     """Dagster's standard table metadata for warehouse table ``table`` (from ``df`` or the given figures)."""
     if df is not None:
         columns = columns or [(str(c), str(t)) for c, t in df.dtypes.items()]

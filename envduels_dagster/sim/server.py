@@ -48,8 +48,11 @@ class SimServer:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_post("/v1/chat/completions", self.chat)
-        app.router.add_get("/health", lambda _r: web.json_response({"ok": True, **self.stats}))
+        app.router.add_get("/health", self.health)
         return app
+
+    async def health(self, _request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, **self.stats})
 
     def _authorized(self, request: web.Request) -> bool:
         if not self.config.api_key:
@@ -149,7 +152,9 @@ def serve(host: str, port: int, config: ServerConfig) -> None:
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()
-        bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else port
+        listening = site._server  # aiohttp keeps the asyncio server private; its socket tells the bound port
+        sockets = getattr(listening, "sockets", None)
+        bound = sockets[0].getsockname()[1] if sockets else port
         print(f"envduels serve-sim listening on http://{host}:{bound}/v1 "
               f"(latency {config.latency_ms:g} ms, fault rate {config.fault_rate:g})", flush=True)
         await asyncio.Event().wait()

@@ -114,10 +114,10 @@ def _codelock(p: SimProfile, view: GameView, hint: str | None, rng: random.Rando
     budget = p.search_budget if rng.random() < p.precision else max(1, p.search_budget // 10)
     tried = {c for c, _ in clues}
     for _ in range(budget):
-        code = [str(rng.randrange(digits)) for _ in range(length)]
+        picked = [str(rng.randrange(digits)) for _ in range(length)]
         if sorted_codes:
-            code.sort()
-        code = "".join(code)
+            picked.sort()
+        code = "".join(picked)
         if code in tried:
             continue
         if all(sum(a == b for a, b in zip(code, c)) == right for c, right in clues):

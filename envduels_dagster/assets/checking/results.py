@@ -6,6 +6,9 @@ Why: these tables reach the UI and the paper's figures, and they had no checks. 
 problems. Not blocking: nothing downstream consumes these tables, but a failure is an ERROR in the UI.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
@@ -41,9 +44,10 @@ def results_for(asset: str, conn) -> list[dg.AssetCheckResult]:
                                     description=f"table {missing} is missing: materialize {asset}")
                 for c in NAMES[asset]]
     frames = [conn.execute(f"SELECT * FROM {n}").df() for n in names]
-    problems = {"rankings": rc.rankings_problems, "design_convergence": rc.design_convergence_problems,
-                "authoring_progress": rc.authoring_progress_problems,
-                "lift_learning": rc.lift_learning_problems}[asset](*frames)
+    judges: dict[str, Callable[..., Any]] = {
+        "rankings": rc.rankings_problems, "design_convergence": rc.design_convergence_problems,
+        "authoring_progress": rc.authoring_progress_problems, "lift_learning": rc.lift_learning_problems}
+    problems = judges[asset](*frames)
     return [dg.AssetCheckResult(asset_key=key, check_name=c, passed=not problems[c],
                                 severity=dg.AssetCheckSeverity.ERROR,
                                 description="; ".join(problems[c])[:2000] or "ok",

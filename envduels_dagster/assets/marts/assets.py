@@ -14,6 +14,7 @@ parent and would otherwise count as a perfect cross-round "convergence" with its
 """
 
 import math
+from typing import Any
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -93,7 +94,7 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         replace_table(conn, "rankings_summary", summary)
     s = summary.iloc[0]
     transitivity = transitivity_markdown(s)
-    metadata = {
+    metadata: dict[str, Any] = {
         "rounds used": f"round {round_}" + (" (the benchmark: original authoring)" if round_ == 0 else
                                              f" (hardening round {round_})"),
         "round": round_,
@@ -143,7 +144,7 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
                 if len(spanning) else pd.DataFrame())
     pairs = table[table["scope"] != "overall"][["author_a", "author_b", "similarity", "null_lower", "null_upper",
                                                  "p_value"]]
-    metadata = {
+    metadata: dict[str, Any] = {
         "rounds used": f"round {settings.rankings_round}",
         "num_rows": len(table),
         "environments": len(envs),

@@ -36,8 +36,9 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
 
     learner = context.partition_key
     with warehouse.get_connection() as conn:
-        episodes = read_table(conn, "episodes")  # every learner's rows fit the prior of the rates
-        envs = read_table(conn, "environments")
+        envs = read_table(conn, "environments")  # (ensures the schema)
+        # every learner's rows fit the prior of the rates; transcripts are not needed
+        episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status FROM episodes").df()
     rule = TrainingRule(settings.training_max_cold, settings.training_min_hint,
                         settings.training_include_self_authored, settings.training_admission,
                         settings.training_admission_threshold, settings.training_cold_ceiling)

@@ -75,7 +75,7 @@ def proxy_for(url: str) -> str | None:
     proxies = urllib.request.getproxies_environment()
     scheme, _, rest = url.partition("://")
     host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-    if not proxies or urllib.request.proxy_bypass_environment(host, proxies):
+    if not proxies or urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]  # public, unstubbed
         return None
     return proxies.get(scheme.lower()) or proxies.get("all")
 

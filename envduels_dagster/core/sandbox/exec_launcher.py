@@ -106,8 +106,8 @@ def bwrap_argv(workdir: str) -> list[str]:
     # bubblewrap copies the modes of the directories it creates on the way to a bind
     # (/root is 0700): make them traversable for the throwaway uid.
     argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in ([prefix] if not prefix.startswith("/usr/") else []) + [worker_dir, workdir]:
-        for parent in reversed(Path(path).parents):
+    for bound in ([prefix] if not prefix.startswith("/usr/") else []) + [worker_dir, workdir]:
+        for parent in reversed(Path(bound).parents):
             if str(parent) not in ("/", "/usr", "/tmp"):
                 argv += ["--perms", "0755", "--dir", str(parent)]
     if not prefix.startswith("/usr/"):

@@ -15,6 +15,7 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import Any
 
 from envduels_dagster.core.sandbox.env import SandboxedEnv
 from envduels_dagster.core.sandbox.launchers import Launcher, get_launcher
@@ -61,7 +62,7 @@ class Sandboxes:
         return env
 
 
-async def _error(sandboxes: Sandboxes, source: str, steps: int = 0, **overrides: object) -> SandboxError:
+async def _error(sandboxes: Sandboxes, source: str, steps: int = 0, **overrides: Any) -> SandboxError:
     try:
         async with sandboxes(source, **overrides) as env:
             await env.reset(0)

@@ -41,7 +41,7 @@ def _alive(pid: int) -> bool:
 
 def sweep_stale(base: str) -> list[str]:
     """Remove working directories in ``base`` whose orchestrator is gone; return them."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(base)
     except OSError:
