@@ -50,20 +50,22 @@ def test_every_valid_environment_seed_has_both_conditions(pipeline):
 
 
 def test_pair_lift_equals_recomputation_from_episodes(pipeline):
+    """pair_lift is keyed per round (round 0 and each hardening round): one row per (round, author, solver)."""
     _, _, db = pipeline
-    recomputed = dict(((a, s), lift) for a, s, lift in query(db, """
+    recomputed = {(r, a, s): lift for r, a, s, lift in query(db, """
         WITH seeds AS (
-            SELECT env_id, author, solver, seed,
+            SELECT round, env_id, author, solver, seed,
                    max(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END)
                  - max(CASE WHEN condition = 'cold' THEN (status = 'success')::INT END) AS d
             FROM episodes WHERE status <> 'incomplete' GROUP BY ALL
             HAVING count(DISTINCT condition) = 2),
-        envs AS (SELECT author, solver, env_id, avg(d) AS lift FROM seeds GROUP BY ALL)
-        SELECT author, solver, avg(lift) FROM envs GROUP BY ALL"""))
-    stored = query(db, "SELECT author, solver, lift, lift_lower, lift_upper, is_self_pair FROM pair_lift")
-    assert len(stored) == len(recomputed) == len(MODELS) ** 2
-    for author, solver, lift, lo, hi, is_self in stored:
-        assert lift == pytest.approx(recomputed[(author, solver)])
+        envs AS (SELECT round, author, solver, env_id, avg(d) AS lift FROM seeds GROUP BY ALL)
+        SELECT round, author, solver, avg(lift) FROM envs GROUP BY ALL""")}
+    stored = query(db, "SELECT round, author, solver, lift, lift_lower, lift_upper, is_self_pair FROM pair_lift")
+    rounds = {r for r, *_ in stored}
+    assert 0 in rounds and len(stored) == len(recomputed) == len(MODELS) ** 2 * len(rounds)
+    for round_, author, solver, lift, lo, hi, is_self in stored:
+        assert lift == pytest.approx(recomputed[(round_, author, solver)])
         assert lo <= lift <= hi
         assert is_self == (author == solver)
 
