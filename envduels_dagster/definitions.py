@@ -12,7 +12,6 @@ prepared by ``make install`` / the demo (``assets/marts/project.py``), never by 
 from __future__ import annotations
 
 import functools
-import os
 
 import dagster as dg
 
@@ -30,16 +29,15 @@ EXECUTOR = dg.multiprocess_executor.configured({
 def build_resources(**overrides: object) -> dict[str, object]:
     """Resources for runs; their paths default to ENVDUELS_REGISTRY / ENVDUELS_HOME, read at run time."""
     from envduels_dagster.assets.marts.dbt import dbt_resource
-    from envduels_dagster.resources import AuthorValueSettings, DuelSettings, SandboxResource
+    from envduels_dagster.resources import AuthorValueSettings, SandboxResource
+    from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
     from envduels_dagster.resources.paths import HomeGatewayResource, WarehouseResource
 
     resources: dict[str, object] = {
         "gateway": HomeGatewayResource(),
         "sandbox": SandboxResource(),
-        # ENVDUELS_ENVS_PER_AUTHOR: the size of runs launched by the daemon (the demo passes its own settings)
-        "settings": (DuelSettings(envs_per_author=int(n)) if (n := os.environ.get("ENVDUELS_ENVS_PER_AUTHOR"))
-                     else DuelSettings()),
+        "settings": settings_from_env(),  # ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_TRAINING_ADMISSION
         "value_settings": AuthorValueSettings(),
         "warehouse": WarehouseResource(),
         "dbt": dbt_resource(),

@@ -183,14 +183,14 @@ def run_demo(envs_per_author: int = 10, seeds: int = 4) -> int:
     import dagster as dg
 
     from envduels_dagster.definitions import build_resources
-    from envduels_dagster.resources import DuelSettings
+    from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import envduels_home, storage_profile, warehouse, warehouse_location
 
     home = prepare_instance_home()
     t0 = time.perf_counter()
     print(f"EnvDuels demo: ENVDUELS_HOME={envduels_home()}  DAGSTER_HOME={home}", flush=True)
-    resources = build_resources(settings=DuelSettings(envs_per_author=envs_per_author,
-                                                      benchmark_seeds=list(range(seeds))))
+    resources = build_resources(settings=settings_from_env(envs_per_author=envs_per_author,
+                                                           benchmark_seeds=list(range(seeds))))
     with dg.DagsterInstance.get() as instance:
         counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
     print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models, {counts['pairs']} pairs.\n")

@@ -36,3 +36,17 @@ class DuelSettings(dg.ConfigurableResource):
     # Rounds (docs/DECISIONS.md "Rounds in the marts"): the marts are per round; rankings, duel records and the
     # demo leaderboard read this one. 0 = the benchmark (original authoring); r >= 1 = hardening round r.
     rankings_round: int = 0
+
+
+# Environment variables that size and shape the runs the daemon launches (the demo honours them too),
+# read when the definitions are built: ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_TRAINING_ADMISSION.
+SETTINGS_ENV = {"ENVDUELS_ENVS_PER_AUTHOR": ("envs_per_author", int),
+                "ENVDUELS_TRAINING_ADMISSION": ("training_admission", str)}
+
+
+def settings_from_env(**overrides) -> DuelSettings:
+    """``DuelSettings`` with the SETTINGS_ENV variables that are set, then ``overrides``."""
+    import os
+
+    values = {field: cast(os.environ[var]) for var, (field, cast) in SETTINGS_ENV.items() if os.environ.get(var)}
+    return DuelSettings(**{**values, **overrides})
