@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.pipeline import pipeline_resources, write_registry  # noqa: F401  TEMP re-export
+from tests.helpers.pipeline import write_registry
 
 
 @pytest.fixture(scope="session", autouse=True)
