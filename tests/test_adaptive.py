@@ -238,6 +238,7 @@ def test_reused_sandbox_workers_play_the_same_episodes_with_fewer_starts(sim_reg
     assert fresh_starts == len(fresh) and 0 < starts[0] < fresh_starts
 
 
+@pytest.mark.slow
 def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp_path, monkeypatch):
     """Gateway(litellm_processes=1): litellm runs in a child process; episodes, retries and errors are the same."""
     from envduels_dagster.core.episodes import play_pair

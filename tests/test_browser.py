@@ -43,10 +43,10 @@ def _find(*candidates: str) -> str | None:
 CHROMIUM = _find("/usr/bin/chromium", "chromium", "chromium-browser")
 CHROMEDRIVER = _find("/usr/bin/chromedriver", "chromedriver")
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="Chromium or chromedriver not found (install Debian's packages: "
-           "apt-get install -y chromium chromium-driver); the browser test cannot run here")
+           "apt-get install -y chromium chromium-driver); the browser test cannot run here")]
 
 
 def _free_port() -> int:

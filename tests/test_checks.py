@@ -33,6 +33,8 @@ from envduels_dagster.definitions import build_definitions
 from envduels_dagster.resources import DuelSettings
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
+pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
+
 # ---------------------------------------------------------------------------------------------
 # A hand-built warehouse: models alice (oracle) and bob (novice).
 #   alice.r0.0 (valid): bob fails cold, passes hinted  -> learnable for bob (in bob's training set)

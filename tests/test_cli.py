@@ -326,6 +326,7 @@ def test_demo_with_a_bad_registry_is_one_line_exit_2(cli_env, tmp_path):
                                    "apprentice, novice")
 
 
+@pytest.mark.slow
 def test_a_failing_demo_run_is_one_line_naming_the_run_and_the_log_not_a_runtimeerror_traceback(cli_env, tmp_path):
     """A model server that refuses connections: the authoring run fails inside Dagster (after the gateway's
     retries). The user reads one line naming the failed run and the file holding Dagster's log."""

@@ -21,6 +21,8 @@ from envduels_dagster.core.stats import discrimination, spearman_with_permutatio
 from envduels_dagster.core.stats import paired_bootstrap as paired_change
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
+pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
+
 MODELS = ["expert", "journeyman", "novice"]
 
 

@@ -198,6 +198,7 @@ RESUME_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_killed_pair_run_resumes_without_repeating_calls_or_duplicating_rows(tmp_path):
     registry = write_registry(tmp_path / "models.yaml", ["apprentice", "journeyman"])
     script = tmp_path / "resume.py"

@@ -10,6 +10,8 @@ from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, pair_k
 from envduels_dagster.demo import materialize_all
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
+pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
+
 MODELS = ["oracle", "journeyman", "novice"]
 
 

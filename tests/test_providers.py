@@ -107,6 +107,7 @@ def episodes(db: Path, solver: str):
 
 @pytest.mark.parametrize("which, client", [("server", "litellm"), ("faulty_server", "litellm"),
                                            ("server", "fast"), ("faulty_server", "fast")])
+@pytest.mark.slow
 def test_pair_over_http_equals_in_process(which, client, request, tmp_path, monkeypatch):
     """litellm and the lean client both give the in-process episodes, faults or not."""
     srv = request.getfixturevalue(which)

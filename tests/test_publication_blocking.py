@@ -15,6 +15,8 @@ from envduels_dagster.assets.training.checks import training_export_checks, trai
 from envduels_dagster.core.warehouse import read_table, replace_rows
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
+pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
+
 MODELS = ["expert", "novice"]
 
 
