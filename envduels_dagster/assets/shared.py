@@ -1,16 +1,19 @@
-"""What every area shares: owners, the export's automation condition, UI helpers.
+"""What every area shares: owners, the export's automation condition, UI helpers, table metadata.
 
-Why here: one definition of "publish only what passed its blocking checks", and one timestamp
-convention (naive UTC) for warehouse rows.
+Why here: one definition of "publish only what passed its blocking checks", one timestamp
+convention (naive UTC) for warehouse rows, and one way every table asset reports Dagster's standard
+table metadata (``dagster/row_count``, ``dagster/column_schema``, ``dagster/table_name``), read from
+the warehouse table itself rather than from the frame the asset meant to write.
 """
 
 import datetime as dt
+from typing import Any
 
 import dagster as dg
 
 from envduels_dagster.core.reporting import markdown_table
 
-__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "markdown_table", "utcnow"]
+__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "markdown_table", "table_metadata", "utcnow"]
 
 OWNERS = ["team:envduels"]
 
@@ -24,3 +27,23 @@ AFTER_CHECKED_TRAINING_SET = (dg.AutomationCondition.eager()
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+# The standard keys a table asset's materialization carries (tests/test_table_metadata.py asserts them).
+TABLE_METADATA_KEYS = ("dagster/row_count", "dagster/column_schema", "dagster/table_name")
+
+
+def table_metadata(warehouse: Any, table: str, where: dict[str, object] | None = None) -> dict[str, Any]:
+    """Dagster's standard table metadata of warehouse ``table``: row count (of the rows matching ``where``,
+    e.g. the partition's), column schema (the table's DuckDB columns) and qualified table name.
+
+    ``warehouse``: an open DuckDB connection, or a resource with ``get_connection()`` (a short connection
+    of its own is opened then). Read after the write, so it reports what the table holds."""
+    from envduels_dagster.core.warehouse import describe_table
+
+    if hasattr(warehouse, "get_connection"):
+        with warehouse.get_connection() as conn:
+            return table_metadata(conn, table, where)
+    name, columns, rows = describe_table(warehouse, table, where)
+    schema = dg.TableSchema(columns=[dg.TableColumn(column, ctype) for column, ctype in columns])
+    return {"dagster/row_count": rows, "dagster/column_schema": schema, "dagster/table_name": name}

@@ -261,3 +261,14 @@ def episodes_frame(records, max_turns: dict[str, int], solver_version: str, now,
 
 def _columns(table: str) -> list[str]:
     return [c.strip() for c in SCHEMA[table].split(",") if c.strip()]
+
+
+def describe_table(conn, table: str, where: dict[str, object] | None = None) -> tuple[str, list[tuple[str, str]], int]:
+    """``table`` as it is in the warehouse: its qualified name (``<catalog>.<schema>.<table>``, as a reader
+    of this warehouse names it), its columns with their DuckDB types, and how many rows match ``where``
+    (a partition's rows; all rows if None)."""
+    catalog, schema = conn.execute("SELECT current_database(), current_schema()").fetchone()
+    columns = [(str(name), str(ctype)) for name, ctype, *_ in conn.execute(f"DESCRIBE {table}").fetchall()]
+    clause, params = _where(where)
+    (rows,) = conn.execute(f"SELECT count(*) FROM {table} WHERE {clause}", params).fetchone()
+    return f"{catalog}.{schema}.{table}", columns, int(rows)

@@ -12,7 +12,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import models_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -51,6 +51,7 @@ def authored_environments(context: dg.AssetExecutionContext, gateway: GatewayRes
     valid = int(df["valid"].sum())
     rejected = df[~df["valid"]][["env_id", "reject_reason"]]
     return dg.MaterializeResult(metadata={
+        **table_metadata(warehouse, "environments", {"author": author, "round": 0}),
         "num_rows": len(df),
         "valid": valid,
         "validity_rate": valid / len(df) if len(df) else 0.0,

@@ -15,7 +15,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import by_author, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -87,6 +87,7 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     with warehouse.get_connection() as conn:
         replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
     return dg.MaterializeResult(metadata={
+        **table_metadata(warehouse, "episodes", {"author": author, "solver": solver, "round": round_}),
         "num_rows": len(df),
         "valid_envs": sum(e.valid for e in envs),
         "incomplete": int((df["status"] == "incomplete").sum()),

@@ -19,7 +19,7 @@ from typing import Any
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS
+from envduels_dagster.assets.shared import OWNERS, table_metadata
 from envduels_dagster.core.model_strings import sim_skill_ranks
 from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
 from envduels_dagster.resources import DuelSettings
@@ -95,6 +95,7 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     s = summary.iloc[0]
     transitivity = transitivity_markdown(s)
     metadata: dict[str, Any] = {
+        **table_metadata(warehouse, "rankings"),
         "rounds used": f"round {round_}" + (" (the benchmark: original authoring)" if round_ == 0 else
                                              f" (hardening round {round_})"),
         "round": round_,
@@ -145,6 +146,7 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
     pairs = table[table["scope"] != "overall"][["author_a", "author_b", "similarity", "null_lower", "null_upper",
                                                  "p_value"]]
     metadata: dict[str, Any] = {
+        **table_metadata(warehouse, "design_convergence"),
         "rounds used": f"round {settings.rankings_round}",
         "num_rows": len(table),
         "environments": len(envs),

@@ -7,7 +7,7 @@ versions) a run used, and its checks catch a key pasted into the file before it 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS, markdown_table
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata
 from envduels_dagster.resources import GatewayResource
 
 
@@ -27,6 +27,7 @@ def model_registry(gateway: GatewayResource, warehouse: DuckDBResource) -> dg.Ma
     with warehouse.get_connection() as conn:
         replace_rows(conn, "model_registry", df)
     return dg.MaterializeResult(metadata={
+        **table_metadata(warehouse, "model_registry"),
         "num_rows": len(df),
         "registry_path": dg.MetadataValue.path(registry.path),
         "models": dg.MetadataValue.md(markdown_table(df[["name", "model", "version", "provider"]])),

@@ -17,7 +17,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import play_round_pair
 from envduels_dagster.assets.registry.partitions import by_author, models_partitions, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -57,6 +57,7 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
             replace_rows(conn, "environments", df, {"author": author, "round": round_})
         kept = kept_count(children)
         return dg.MaterializeResult(metadata={
+            **table_metadata(warehouse, "environments", {"author": author, "round": round_}),
             "num_rows": len(df), "valid": int(df["valid"].sum()), "kept": kept, "rewritten": len(children) - kept,
             "lineage": dg.MetadataValue.md(markdown_table(df[["parent_env_id", "env_id", "valid", "reject_reason"]])),
             "model_calls": sum(gw.stats.backend_calls.values()),
@@ -105,6 +106,7 @@ def authoring_progress(warehouse: DuckDBResource) -> dg.MaterializeResult:
     with warehouse.get_connection() as conn:
         replace_rows(conn, "authoring_progress", df)
     return dg.MaterializeResult(metadata={
+        **table_metadata(warehouse, "authoring_progress"),
         "num_rows": len(df),
         "progress": dg.MetadataValue.md(markdown_table(df[["author", "round", "n_pairs", "solver_skill",
                                                             "design_change", "hint_change"]])),

@@ -9,7 +9,7 @@ import asyncio
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS, markdown_table
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -45,6 +45,7 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
         replace_rows(conn, "lift_learning", df)
     rho, p, n = correlate(df)
     return dg.MaterializeResult(metadata={
+        **table_metadata(warehouse, "lift_learning"),
         "num_rows": len(df),
         "spearman_lift_vs_gain": rho, "permutation_p": p, "n_pairs": n,
         "not_studied (no training backend for real models)": ", ".join(skipped) or "none",

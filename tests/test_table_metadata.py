@@ -1,0 +1,29 @@
+"""Dagster's standard table metadata (``assets/shared.table_metadata``), read from the warehouse table itself.
+
+The end-to-end assertion, every table asset of the code location after a real materialization, is in
+``test_pipeline.py`` (``test_every_table_asset_reports_dagster_standard_table_metadata``).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+import pandas as pd
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.shared import TABLE_METADATA_KEYS, table_metadata
+from envduels_dagster.core.warehouse import replace_rows
+
+
+def test_table_metadata_counts_the_partition_and_describes_the_columns(tmp_path):
+    warehouse = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    rows = pd.DataFrame({"name": ["a", "b"], "model": ["envduels-sim/a", "envduels-sim/b"]})
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "model_registry", rows)
+        by_conn = table_metadata(conn, "model_registry", {"name": "a"})
+    md = table_metadata(warehouse, "model_registry")  # a resource: opens its own connection
+    assert set(md) == set(TABLE_METADATA_KEYS)
+    assert md["dagster/table_name"] == "warehouse.main.model_registry"  # the catalog is the file's stem
+    assert md["dagster/row_count"] == 2 and by_conn["dagster/row_count"] == 1
+    schema = md["dagster/column_schema"]
+    assert isinstance(schema, dg.TableSchema)
+    assert {c.name: c.type for c in schema.columns}["max_tokens"] == "INTEGER"
