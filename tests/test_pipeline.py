@@ -72,11 +72,20 @@ def test_pair_lift_equals_recomputation_from_episodes(pipeline):
         assert is_self == (author == solver)
 
 
+def data_version(instance, key: dg.AssetKey, partition: str) -> str:
+    """The data version Dagster recorded for the latest materialization of ``key`` [partition]."""
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]),
+                                              limit=1).records
+    return records[0].asset_materialization.tags["dagster/data_version"]
+
+
 def test_rematerializing_a_pair_replaces_its_rows(pipeline):
     instance, resources, db = pipeline
     from envduels_dagster.assets.duels.assets import duel_episodes
 
     sql = "SELECT count(*), count(DISTINCT (env_id, condition, seed)) FROM episodes WHERE author=? AND solver=?"
+    key = pair_key("novice", "oracle")
+    version = data_version(instance, duel_episodes.key, key)
     before_total = query(db, "SELECT count(*) FROM episodes")[0][0]
     before = query(db, sql, ("novice", "oracle"))[0]
     result = dg.materialize([duel_episodes], instance=instance, resources=resources,
@@ -85,6 +94,8 @@ def test_rematerializing_a_pair_replaces_its_rows(pipeline):
     after = query(db, sql, ("novice", "oracle"))[0]
     assert after == before and after[0] == after[1] > 0  # same rows, no duplicates
     assert query(db, "SELECT count(*) FROM episodes")[0][0] == before_total
+    # replayed from the call cache: the same content, so the same data version (nothing downstream is stale)
+    assert data_version(instance, duel_episodes.key, key) == version
 
 
 def test_rejected_environments_have_reasons_and_no_episodes(pipeline):

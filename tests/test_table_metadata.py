@@ -27,3 +27,28 @@ def test_table_metadata_counts_the_partition_and_describes_the_columns(tmp_path)
     schema = md["dagster/column_schema"]
     assert isinstance(schema, dg.TableSchema)
     assert {c.name: c.type for c in schema.columns}["max_tokens"] == "INTEGER"
+
+
+def test_table_version_is_the_content_without_run_columns(tmp_path):
+    """Unchanged content keeps its data version whatever the row order, timestamps, latency or cache hits."""
+    import datetime as dt
+
+    from envduels_dagster.assets.shared import table_version
+
+    warehouse = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    pair = {"author": "a", "solver": "b", "round": 0}
+
+    def episodes(status, when, latency, cached):
+        return pd.DataFrame({"env_id": ["e1", "e2"], "author": "a", "solver": "b", "round": 0,
+                             "condition": ["cold", "hinted"], "seed": [0, 0], "status": status,
+                             "materialized_at": when, "latency_s": latency, "cached_calls": cached})
+
+    def version(df):
+        with warehouse.get_connection() as conn:
+            replace_rows(conn, "episodes", df, pair)
+        return table_version(warehouse, "episodes", where=pair)
+
+    first = version(episodes(["fail", "pass"], dt.datetime(2026, 1, 1), [1.0, 2.0], [0, 0]))
+    replay = version(episodes(["fail", "pass"], dt.datetime(2026, 2, 1), [0.1, 0.2], [3, 3]).iloc[::-1].reset_index(drop=True))
+    changed = version(episodes(["pass", "pass"], dt.datetime(2026, 2, 1), [0.1, 0.2], [3, 3]))
+    assert isinstance(first, dg.DataVersion) and first == replay != changed
