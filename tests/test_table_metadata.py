@@ -52,3 +52,35 @@ def test_table_version_is_the_content_without_run_columns(tmp_path):
     replay = version(episodes(["fail", "pass"], dt.datetime(2026, 2, 1), [0.1, 0.2], [3, 3]).iloc[::-1].reset_index(drop=True))
     changed = version(episodes(["pass", "pass"], dt.datetime(2026, 2, 1), [0.1, 0.2], [3, 3]))
     assert isinstance(first, dg.DataVersion) and first == replay != changed
+
+
+def test_dbt_events_get_table_metadata_after_the_build_and_a_failed_build_still_fails(tmp_path):
+    """``dbt_marts`` holds dbt's events until dbt exits (DuckDB's lock), adds the metadata in order, re-raises."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from envduels_dagster.assets.marts.dbt import with_table_metadata
+
+    warehouse = DuckDBResource(database=str(tmp_path / "warehouse.duckdb"))
+    with warehouse.get_connection() as conn:
+        replace_rows(conn, "model_registry", pd.DataFrame({"name": ["a"], "model": ["envduels-sim/a"]}))
+    key = dg.AssetKey("model_registry")
+    spec = SimpleNamespace(metadata={"dagster/table_name": '"warehouse"."main"."model_registry"'})
+    context = SimpleNamespace(assets_def=SimpleNamespace(specs_by_key={key: spec}),
+                              asset_key_for_output=lambda name: key)
+    check = dg.AssetCheckResult(asset_key=key, check_name="not_null", passed=False)
+
+    def build():
+        yield dg.Output(None, output_name="model_registry", metadata={"dbt": "kept"})
+        yield check
+        raise RuntimeError("dbt build failed")
+
+    seen = []
+    with pytest.raises(RuntimeError, match="dbt build failed"):
+        for event in with_table_metadata(context, build(), warehouse):
+            seen.append(event)
+    output, checked = seen
+    assert checked is check
+    assert output.metadata["dbt"].value == "kept" and output.metadata["dagster/row_count"].value == 1
+    assert output.metadata["dagster/table_name"].value == "warehouse.main.model_registry"
