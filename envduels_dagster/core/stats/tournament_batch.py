@@ -42,7 +42,7 @@ def bradley_terry_batch(wins: np.ndarray, prior: float = 0.5, max_iter: int = 10
     The same estimator as :func:`core.stats.tournament.bradley_terry_fit` (symmetric prior of ``prior`` virtual
     tied games per pair, sum-to-zero constraint via 11'/n in the Hessian), vectorised over replicates. With
     ``prior = 0`` a separated tournament (see :func:`separated`) has no finite maximum: it is not refused
-    here, its replicate is returned with ``converged = False``."""
+    here, its replicate is returned with ``converged = False`` (the gradient would vanish at theta ~ 14)."""
     w = np.asarray(wins, dtype=float).copy()
     r_count, n = w.shape[0], w.shape[1]
     if n < 2:
@@ -85,6 +85,8 @@ def bradley_terry_batch(wins: np.ndarray, prior: float = 0.5, max_iter: int = 10
         theta[act], current[act] = cand, value
         idx = np.flatnonzero(act)
         done[idx[finished]] = True
+    if prior <= 0:  # the gradient vanishes as strengths run off to infinity: that is not convergence
+        done &= ~separated(wins)
     return BTBatch(theta - theta.mean(axis=1, keepdims=True), done, iterations)
 
 
