@@ -101,16 +101,21 @@ def size_rows(envs: int, groups: int, seeds: int, n_boot: int, truth_draws: int,
     seconds = float(np.median([r[2] for r in runs]))
     rows = []
 
+    decided = float(np.mean([s.n_decisive_duels / s.n_duels for _, s, _ in runs]))
+
     def add(figure: str, lo, hi, est, truth_pop, truth_design) -> None:
+        """bias: mean (estimate - truth); for BT strengths (mean 0 by construction) the shrinkage
+        mean((estimate - truth) * sign(truth)), negative when strengths are pulled towards 0."""
         lo, hi, est = (np.asarray(x, dtype=float) for x in (lo, hi, est))
         shown = ~(np.isnan(lo) | np.isnan(hi))
         for name, truth in (("population", truth_pop), ("design", truth_design)):
             t = np.broadcast_to(np.asarray(truth, dtype=float), lo.shape)
             ok = covered(lo, hi, t)[shown]
+            err = (est - t) * (np.sign(t) if figure == "bt_strength" else 1.0)
             rows.append({"envs": envs, "figure": figure, "truth": name, "n": int(shown.size),
                          "reported": float(shown.mean()), "coverage": float(ok.mean()) if ok.size else np.nan,
                          "width": float(np.mean(hi[shown] - lo[shown])) if ok.size else np.nan,
-                         "bias": float(np.nanmean(est - t)), "seconds": seconds})
+                         "bias": float(np.nanmean(err)), "decided": decided, "seconds": seconds})
 
     bt = lambda col: np.concatenate([t.loc[NAMES, col].to_numpy(float) for t, _, _ in runs])  # noqa: E731
     add("bt_strength", bt("bt_strength_lower"), bt("bt_strength_upper"), bt("bt_strength"),
