@@ -228,18 +228,19 @@ def _role_separation(df: pd.DataFrame, panel: Panel, reps: dict, n_perm: int, se
 ROLE_MIN_ENVS = MIN_ENVS  # environments per author below which the role-separation interval is withheld
 
 
-def _min_envs(panel: Panel) -> int:
+def _min_envs(panel: Panel, models: list[str]) -> int:
+    """Fewest environments of any of ``models`` as an author."""
     counts = pd.Series(panel.authors).value_counts()
-    return int(counts.min()) if len(counts) else 0
+    return int(min(counts.get(m, 0) for m in models)) if models else 0
 
 
-def _role_interval_reason(panel: Panel, s: pd.Series) -> str | None:
+def _role_interval_reason(n_models: int, n_envs: int) -> str | None:
     """Why the role-separation interval is withheld (None when it is published)."""
-    if s.role_n_models < 3:
-        return f"insufficient data: {int(s.role_n_models)} models rank as both solver and author (at least 3)"
-    if _min_envs(panel) < ROLE_MIN_ENVS:
-        return (f"insufficient data: an author has {_min_envs(panel)} environments (the role interval needs at "
-                f"least {ROLE_MIN_ENVS} per author)")
+    if n_models < 3:
+        return f"insufficient data: {n_models} models rank as both solver and author (at least 3)"
+    if n_envs < ROLE_MIN_ENVS:
+        return (f"insufficient data: an author has {n_envs} environment{'s' * (n_envs != 1)} (the role interval "
+                f"needs at least {ROLE_MIN_ENVS} per author)")
     return None
 
 
@@ -303,11 +304,13 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     for name, values in late_bt.items():
         df[name] = values
     later = {k: v for k, v in tour.items() if k not in summary.columns}
-    role = _role_interval_reason(panel, summary.iloc[0])
+    ranked = df.dropna(subset=["solver_rank", "author_rank"])["model"].tolist()
+    role_envs = _min_envs(panel, ranked)
+    role = _role_interval_reason(len(ranked), role_envs)
     if role:
         summary[["role_rho_lower", "role_rho_upper"]] = np.nan
     for name, value in {**later, "role_rho_reason": role, "role_rho_n_boot": n_boot,
-                        "role_min_envs_per_author": _min_envs(panel)}.items():
+                        "role_min_envs_per_author": role_envs}.items():
         summary[name] = [value]
     return df.sort_values(["solver_rank", "model"], na_position="last").reset_index(drop=True), summary
 
