@@ -120,13 +120,14 @@ def test_replicates_are_reproducible_by_seed():
 
 def test_an_incomplete_tournament_has_no_zeta_and_its_missing_duel_is_not_a_loss():
     quality = {"a": 0.6, "b": 0.35, "c": 0.1}
-    stats = stats_rows(np.random.default_rng(4), quality, envs=10, skip=("a", "c"))
+    stats = stats_rows(np.random.default_rng(4), quality, envs=12, skip=("a", "c"))
     duels = duels_from_stats(stats)
     assert sorted(zip(duels.model_a, duels.model_b)) == [("a", "b"), ("b", "c")]  # a - c never dueled
     table, summary = rk.compute_rankings(stats, duels, n_boot=200, n_perm=100)
     s = summary.iloc[0]
     assert not s.tournament_complete and math.isnan(s.kendall_zeta) and math.isnan(s.kendall_zeta_lower)
     assert "incomplete" in s.kendall_zeta_reason and (s.n_triads, s.n_triads_complete) == (1, 0)
+    assert pd.isna(s.cyclic_triads_reason) and s.cyclic_triads_lower == s.cyclic_triads_upper == 0.0
     assert s.cyclic_triads == 0.0  # not the round-robin formula's 1 cycle
     t = table.set_index("model")
     assert t["bt_strength_reason"].isna().all() and np.isfinite(t["bt_strength_lower"]).all()
@@ -158,6 +159,16 @@ def test_an_unbeaten_model_is_flagged_separated_and_stays_finite():
     assert not fit.converged[0]
 
 
+def test_zeta_and_triad_intervals_need_more_environments_than_bradley_terry():
+    stats = stats_rows(np.random.default_rng(3), {"w": 0.1, "x": 0.3, "y": 0.5, "z": 0.7}, envs=6)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=100, n_perm=100)
+    s = summary.iloc[0]
+    assert table["bt_strength_lower"].notna().all() and pd.isna(s.bt_interval_reason)
+    assert math.isnan(s.kendall_zeta_lower) and math.isnan(s.cyclic_triads_lower) and not math.isnan(s.kendall_zeta)
+    assert "at least 12 per author" in s.kendall_zeta_reason and s.cyclic_triads_reason == s.kendall_zeta_reason
+    assert not any(rankings_problems(table, summary).values())
+
+
 def test_below_the_minimum_the_intervals_are_withheld_with_a_reason():
     stats = stats_rows(np.random.default_rng(6), {"w": 0.1, "x": 0.3, "y": 0.5}, envs=2)
     duels = duels_from_stats(stats)
@@ -171,7 +182,7 @@ def test_below_the_minimum_the_intervals_are_withheld_with_a_reason():
 
 
 def test_the_rankings_checks_fail_on_a_claimed_but_missing_or_inverted_interval():
-    stats = stats_rows(np.random.default_rng(2), {"w": 0.1, "x": 0.3, "y": 0.5}, envs=6)
+    stats = stats_rows(np.random.default_rng(2), {"w": 0.1, "x": 0.3, "y": 0.5}, envs=12)
     table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=100, n_perm=100)
     assert not any(rankings_problems(table, summary).values())
     bad = summary.assign(kendall_zeta_lower=summary.kendall_zeta_upper + 0.1)

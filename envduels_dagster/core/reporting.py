@@ -53,9 +53,9 @@ def lift_grid(pair) -> str:
     return "\n".join(lines)
 
 
-def _interval(s, name: str, reason_of: str | None = None) -> str:
+def _interval(s, name: str) -> str:
     """" [95% lower, upper]", or the reason the interval is withheld (summary rows without it: nothing)."""
-    reason = getattr(s, reason_of or f"{name}_reason", None)
+    reason = getattr(s, f"{name}_reason", None)
     if isinstance(reason, str):
         return f" (no interval: {reason})"
     lo, hi = getattr(s, f"{name}_lower", None), getattr(s, f"{name}_upper", None)
@@ -73,7 +73,7 @@ def transitivity_markdown(s) -> str:
     return (
         f"**Transitivity of the duel tournament** ({int(s.n_duels)} duels, {int(s.n_decisive_duels)} decisive; "
         f"a tie counts half a win to each side){method}\n\n"
-        f"* cyclic triads c = {fmt(s.cyclic_triads)}{_interval(s, 'cyclic_triads', 'bt_interval_reason')} of at most "
+        f"* cyclic triads c = {fmt(s.cyclic_triads)}{_interval(s, 'cyclic_triads')} of at most "
         f"{fmt(s.cyclic_triads_max)}\n"
         f"* Kendall's zeta = 1 - c/c_max = {fmt(s.kendall_zeta)}{_interval(s, 'kendall_zeta')} "
         f"(1 = perfectly transitive){separated}\n\n"

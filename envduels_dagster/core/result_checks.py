@@ -117,7 +117,8 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
     claimed = [(f, f"{f}_lower", f"{f}_upper") for f in ("kendall_zeta", "cyclic_triads", "role_rho")
                if f"{f}_lower" in one]
     out["intervals_ordered"] += interval_problems(one, "row", claimed)
-    for f, reason in (("kendall_zeta", "kendall_zeta_reason"), ("role_rho", "role_rho_reason")):
+    for f, reason in (("kendall_zeta", "kendall_zeta_reason"), ("cyclic_triads", "cyclic_triads_reason"),
+                      ("role_rho", "role_rho_reason")):
         if reason in one:
             out["no_nan_published"] += _claimed_problems(one, "row", f, reason)
     for f, lo, hi in (("kendall_zeta", 0, 1), ("role_rho", -1, 1)):
