@@ -14,8 +14,9 @@ Uncertainty:
   resamples every author's environments with replacement (stratified by author, so each author keeps its
   number of environments); an environment carries all of its solvers' matched-seed results, so seeds stay
   paired. Ranks are recomputed per replicate, giving rank intervals too.
-* The Bradley-Terry fit uses the duel outcomes (1, 1/2 for a tie, 0); its intervals come from resampling
-  the duels with replacement (``core.stats.tournament``).
+* The Bradley-Terry fit uses the duel outcomes (1, 1/2 for a tie, 0); its intervals, and those of zeta and
+  the cyclic triads, come from the same environment replicates, every duel re-decided by the mart's rule
+  (``core.rankings_tournament``; withheld with a reason below the minimum environments per author).
 * Transitivity counts cyclic triads, c = C(n,3) - sum_i C(w_i, 2), on the duel tournament. A tied duel
   counts half a win to each side; c is then the expected number of cyclic triads when every tie is broken
   by a fair coin (each tie adds 1/8 to the subtracted sum: Var of a coin flip / 2). Kendall's
