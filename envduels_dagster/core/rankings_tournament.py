@@ -16,6 +16,8 @@ control, as in the mart (named in ``tournament_decision_control``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -137,8 +139,9 @@ def tournament_columns(lift: np.ndarray, env_authors: np.ndarray, solvers: list[
     """Per-model Bradley-Terry columns (aligned with ``models``) and the tournament's summary figures."""
     names = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", []))) if len(duels) else []
     k, n_boot = len(names), int(weights.shape[0])
-    cols = {c: np.full(len(models), np.nan) for c in ("bt_strength", "bt_strength_lower", "bt_strength_upper")}
-    summary = {"kendall_zeta": np.nan, "kendall_zeta_lower": np.nan, "kendall_zeta_upper": np.nan,
+    cols: dict[str, Any] = {c: np.full(len(models), np.nan)
+                            for c in ("bt_strength", "bt_strength_lower", "bt_strength_upper")}
+    summary: dict[str, Any] = {"kendall_zeta": np.nan, "kendall_zeta_lower": np.nan, "kendall_zeta_upper": np.nan,
                "cyclic_triads": 0.0, "cyclic_triads_lower": np.nan, "cyclic_triads_upper": np.nan,
                "cyclic_triads_max": 0.0, "tournament_complete": True, "n_triads": 0, "n_triads_complete": 0,
                "bt_converged": None, "bt_iterations": 0, "bt_separated": None, "bt_boot_converged": np.nan,

@@ -101,7 +101,9 @@ def separated(wins: np.ndarray) -> np.ndarray:
     reach = reach | np.eye(n, dtype=bool)[None]
     for k in range(n):  # Warshall's transitive closure
         reach = reach | (reach[:, :, k:k + 1] & reach[:, k:k + 1, :])
-    return ~reach.all(axis=(1, 2)) if n > 1 else np.zeros(reach.shape[0], dtype=bool)
+    if n <= 1:
+        return np.zeros(reach.shape[0], dtype=bool)
+    return np.asarray(~reach.all(axis=(1, 2)))
 
 
 class TriadBatch(NamedTuple):
