@@ -69,7 +69,10 @@ def population_truth() -> dict:
     theta = bradley_terry_batch(np.where(played, score, 0.0)[None], PRIOR).theta[0]
     tri = triads_batch(score[None], played[None])
     author = np.array([np.mean([lift[a, b] for b in range(5) if b != a]) for a in range(5)])
-    return {"bt": dict(zip(NAMES, theta)), "zeta": float(tri.zeta[0]), "cyclic": float(tri.cyclic[0]),
+    from envduels_dagster.core.stats.ranks import rank_desc
+
+    ranks = rank_desc(np.round(theta, 9))  # the three cycle members tie: rank 4 each
+    return {"bt": dict(zip(NAMES, theta)), "bt_rank": dict(zip(NAMES, ranks)), "zeta": float(tri.zeta[0]), "cyclic": float(tri.cyclic[0]),
             "role_rho": spearman(K, author)}
 
 
@@ -94,6 +97,7 @@ def size_rows(envs: int, groups: int, seeds: int, n_boot: int, truth_draws: int,
     rng = np.random.default_rng(seed + 7919 * envs)
     points = [one(rng, envs, seeds, 1, 0)[:2] for _ in range(truth_draws)]  # the point does not use n_boot
     design = {"bt": {m: float(np.mean([t.loc[m, "bt_strength"] for t, _ in points])) for m in NAMES},
+              "bt_rank": {m: float(np.mean([t.loc[m, "bt_rank"] for t, _ in points])) for m in NAMES},
               "zeta": float(np.nanmean([s.kendall_zeta for _, s in points])),
               "cyclic": float(np.mean([s.cyclic_triads for _, s in points])),
               "role_rho": float(np.nanmean([s.role_rho for _, s in points]))}
@@ -120,6 +124,8 @@ def size_rows(envs: int, groups: int, seeds: int, n_boot: int, truth_draws: int,
     bt = lambda col: np.concatenate([t.loc[NAMES, col].to_numpy(float) for t, _, _ in runs])  # noqa: E731
     add("bt_strength", bt("bt_strength_lower"), bt("bt_strength_upper"), bt("bt_strength"),
         np.tile([pop["bt"][m] for m in NAMES], groups), np.tile([design["bt"][m] for m in NAMES], groups))
+    add("bt_rank", bt("bt_rank_lower"), bt("bt_rank_upper"), bt("bt_rank"),
+        np.tile([pop["bt_rank"][m] for m in NAMES], groups), np.tile([design["bt_rank"][m] for m in NAMES], groups))
     s = pd.DataFrame([r[1] for r in runs])
     add("kendall_zeta", s.kendall_zeta_lower, s.kendall_zeta_upper, s.kendall_zeta, pop["zeta"], design["zeta"])
     add("cyclic_triads", s.cyclic_triads_lower, s.cyclic_triads_upper, s.cyclic_triads, pop["cyclic"],

@@ -141,11 +141,12 @@ def tournament_columns(lift: np.ndarray, env_authors: np.ndarray, solvers: list[
     k, n_boot = len(names), int(weights.shape[0])
     cols: dict[str, Any] = {c: np.full(len(models), np.nan)
                             for c in ("bt_strength", "bt_strength_lower", "bt_strength_upper")}
-    summary: dict[str, Any] = {"kendall_zeta": np.nan, "kendall_zeta_lower": np.nan, "kendall_zeta_upper": np.nan,
-               "cyclic_triads": 0.0, "cyclic_triads_lower": np.nan, "cyclic_triads_upper": np.nan,
-               "cyclic_triads_max": 0.0, "tournament_complete": True, "n_triads": 0, "n_triads_complete": 0,
-               "bt_converged": None, "bt_iterations": 0, "bt_separated": None, "bt_boot_converged": np.nan,
-               "tournament_n_boot": 0, "kendall_zeta_n_boot": 0, "tournament_min_envs_per_author": 0}
+    summary: dict[str, Any] = {
+        "kendall_zeta": np.nan, "kendall_zeta_lower": np.nan, "kendall_zeta_upper": np.nan,
+        "cyclic_triads": 0.0, "cyclic_triads_lower": np.nan, "cyclic_triads_upper": np.nan,
+        "cyclic_triads_max": 0.0, "tournament_complete": True, "n_triads": 0, "n_triads_complete": 0,
+        "bt_converged": None, "bt_iterations": 0, "bt_separated": None, "bt_boot_converged": np.nan,
+        "tournament_n_boot": 0, "kendall_zeta_n_boot": 0, "tournament_min_envs_per_author": 0}
     reason = None
     counts = [int(np.sum(env_authors == m)) for m in names]
     summary["tournament_min_envs_per_author"] = min(counts) if counts else 0
@@ -191,7 +192,8 @@ def tournament_columns(lift: np.ndarray, env_authors: np.ndarray, solvers: list[
         summary["kendall_zeta_n_boot"] = int(np.sum(~np.isnan(tb.zeta)))
     n_min = summary["tournament_min_envs_per_author"]
     few = (f"insufficient data: an author has {n_min} environment{'s' * (n_min != 1)} (the zeta and triad "
-           f"intervals need at least {ZETA_MIN_ENVS} per author: with fewer, ties pull zeta towards 0.5)")
+           f"intervals need at least {ZETA_MIN_ENVS} per author: with fewer, most duels are ties and zeta is "
+           "pulled towards its all-ties value)")
     zeta_reason = reason or (few if n_min < ZETA_MIN_ENVS else None) or (
         None if complete else "incomplete tournament: Kendall's zeta needs every duel (triads count complete triples)")
     summary["bt_interval_reason"], summary["kendall_zeta_reason"] = reason, zeta_reason
