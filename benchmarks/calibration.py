@@ -176,10 +176,10 @@ def build_warehouse(db: Path, episodes: pd.DataFrame) -> None:
     import duckdb
     from dagster_duckdb import DuckDBResource
 
-    from envduels_dagster.assets.marts import dbt_marts, dbt_resource
+    from envduels_dagster.assets.marts.dbt import build_dbt_marts, dbt_resource
     from envduels_dagster.core.warehouse import ensure_schema
 
-    episodes = episodes.assign(is_self_pair=episodes["author"] == episodes["solver"])
+    episodes = episodes.assign(is_self_pair=episodes["author"] == episodes["solver"], round=0)
     envs = episodes.drop_duplicates("env_id")[["env_id", "author"]].assign(
         round=0, domain="synthetic", family="synthetic", valid=True, source="class Env:\n    pass\n")
     names = sorted(set(episodes["author"]))
@@ -190,7 +190,7 @@ def build_warehouse(db: Path, episodes: pd.DataFrame) -> None:
             conn.register("df", df)
             conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM df")
             conn.unregister("df")
-    result = dg.materialize([dbt_marts], instance=dg.DagsterInstance.ephemeral(),
+    result = dg.materialize([build_dbt_marts()], instance=dg.DagsterInstance.ephemeral(),
                             resources={"dbt": dbt_resource(), "warehouse": DuckDBResource(database=str(db))},
                             run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
                             raise_on_error=False)
