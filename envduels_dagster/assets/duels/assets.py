@@ -57,7 +57,11 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     solver_entry = registry.get(solver)
     with warehouse.get_connection() as conn:
         env_rows = read_table(conn, "environments", {"author": author, "round": round_})
-    author_version = registry.get(author).version
+    from envduels_dagster.core.imports import is_import
+
+    # An imported author has no model: its environments are current as imported (version = content digest).
+    author_version = (next(iter(set(env_rows["author_version"])), "") if is_import(author)
+                      else registry.get(author).version)
     current = environments_current(env_rows, author_version)
     upstream = "authored_environments" if round_ == 0 else f"hardened_environments_r{round_}"
     if env_rows.empty:
