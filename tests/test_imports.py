@@ -104,3 +104,21 @@ def test_imports_take_round_zero_pairs_as_authors_only():
     pairs = {s.round: s.partitions for s in new.stages if s.kind == "pairs"}
     assert "import:bench|apprentice" in pairs[0] and not any("import:" in p for p in pairs[1])
     assert not any("import:" in p for s in new.stages if s.kind != "pairs" for p in s.partitions)
+
+
+def test_a_solver_version_bump_makes_its_import_pairs_stale_in_round_zero_only():
+    from envduels_dagster.core.requests import plan_stale
+    from envduels_dagster.core.staleness import stale_plan
+
+    versions = {"oracle": "2", "novice": "1"}
+    author_state = {"import:bench": ({"abc123"}, {(7, 8)}), "novice": ({"1"}, {(0, 1)})}
+    pair_state = {("import:bench", "oracle"): ({"abc123"}, {"1"}), ("import:bench", "novice"): ({"abc123"}, {"1"}),
+                  ("novice", "oracle"): ({"1"}, {"1"})}
+    authors, pairs = stale_plan(versions, [0, 1], author_state, pair_state)
+    assert authors == [] and pairs == [("import:bench", "oracle"), ("novice", "oracle")]
+    plan = plan_stale("s", authors, pairs, ["oracle", "novice"], rounds=1)
+    by_round = {s.round: s.partitions for s in plan.stages if s.kind == "pairs"}
+    assert by_round == {0: ("import:bench|oracle", "novice|oracle"), 1: ("novice|oracle",)}
+    only_import = plan_stale("t", [], [("import:bench", "oracle")], ["oracle"], rounds=1)
+    assert [(s.kind, s.round) for s in only_import.stages][:1] == [("pairs", 0)]
+    assert not any(s.kind == "pairs" and s.round == 1 for s in only_import.stages)

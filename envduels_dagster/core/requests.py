@@ -113,8 +113,11 @@ def plan_stale(request_id: str, stale_authors: Iterable[str], stale_pairs: Itera
 
     A re-authored model's later rounds descend from new parents, so they are redone too (its round-r
     hardening and its round-r pairs as author); a stale pair's solver changed, so its later-round
-    counterparts are replayed. None when nothing is stale.
+    counterparts are replayed. An imported author's pairs (``import:<name>``) exist in round 0 only.
+    None when nothing is stale.
     """
+    from envduels_dagster.core.imports import is_import
+
     authors = sorted(set(stale_authors))
     pairs = sorted(set(stale_pairs) | {(a, s) for a in authors for s in models})
     if not authors and not pairs:
@@ -123,7 +126,8 @@ def plan_stale(request_id: str, stale_authors: Iterable[str], stale_pairs: Itera
     for r in range(rounds + 1):
         if authors:
             stages.append(Stage("authors", r, tuple(authors)))
-        stages.append(Stage("pairs", r, tuple(pair_partition(a, s) for a, s in pairs)))
+        if played := tuple(pair_partition(a, s) for a, s in pairs if r == 0 or not is_import(a)):
+            stages.append(Stage("pairs", r, played))
     reason = f"stale: {len(authors)} authors, {len(pairs)} pairs"
     return RequestPlan(request_id, reason, tuple(stages + _tail(models, studies)))
 
