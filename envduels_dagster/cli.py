@@ -159,24 +159,21 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from envduels_dagster.core.export_format import load_export
     from envduels_dagster.core.imports import import_name_for, import_partition, namespaced, stage_export
     from envduels_dagster.importing import run_import
-    from envduels_dagster.settings import envduels_home, warehouse
+    from envduels_dagster.settings import envduels_home
 
     specs = load_export(args.path)  # raises before anything is written
     name = import_name_for(specs, args.path, args.author)
     partition = import_partition(name)
-    order = [s.env_id for s in namespaced(specs, partition)]  # clashing ids are refused here too
+    namespaced(specs, partition)  # ids that clash once namespaced are refused here, before anything is written
     staged = stage_export(specs, envduels_home(), name)
     run = run_import(partition, staged)
     if not run.success:
         raise ImportRunFailed(f"run {run.run_id} of job import_job for {partition} failed: {run.error}; see the run "
                               f"in the Dagster UI (envduels ui, DAGSTER_HOME={run.dagster_home})")
-    with warehouse().connect(read_only=True) as conn:
-        rows = {r[0]: r for r in conn.execute("SELECT env_id, author, valid, reject_reason FROM environments "
-                                              "WHERE author = ? AND round = 0", [partition]).fetchall()}
-    for env_id in order:
-        _, author, valid, reason = rows[env_id]
-        out = {"env_id": env_id, "author": author, "valid": bool(valid), "reason": reason}
-        print(json.dumps(out) if args.json else f"{env_id}: " + ("valid" if valid else f"REJECTED: {reason}"))
+    for v in run.verdicts:
+        out = {"env_id": v["env_id"], "author": partition, "valid": v["valid"], "reason": v["reason"]}
+        print(json.dumps(out) if args.json else f"{v['env_id']}: "
+              + ("valid" if v["valid"] else f"REJECTED: {v['reason']}"))
     print(f"imported {run.num_rows} environments ({run.valid} valid) as author {partition}: Dagster run "
           f"{run.run_id} (job import_job) in DAGSTER_HOME={run.dagster_home}. See it in the UI (envduels ui): "
           f"Runs, or asset authored_environments, partition {partition}. The envduels_requests sensor plays it "

@@ -23,6 +23,7 @@ class ImportRun:
     error: str
     num_rows: int
     valid: int
+    verdicts: list[dict]  # {"env_id", "valid", "reason"} per environment, in manifest order
 
 
 def run_import(partition: str, export_dir: Path) -> ImportRun:
@@ -46,7 +47,10 @@ def run_import(partition: str, export_dir: Path) -> ImportRun:
         metadata = {k: v.value for k, v in materialization.metadata.items()}
     error = ""
     if not result.success:
-        failures = [e for e in result.all_events if e.is_failure and e.step_failure_data is not None]
-        error = failures[0].step_failure_data.error.message.strip() if failures else "the run failed"
+        failures = [e.step_failure_data.error for e in result.all_events if e.is_step_failure]
+        error = failures[0].message.strip() if failures and failures[0] else "the run failed"
+        head, _, rest = error.partition(": ")
+        if failures and failures[0] and rest and " " not in head and head.endswith(failures[0].cls_name or "?"):
+            error = rest  # "dagster._core.definitions.events.Failure: <what>" -> "<what>"
     return ImportRun(result.run_id, result.success, home, error.splitlines()[0] if error else "",
-                     int(metadata.get("num_rows", 0)), int(metadata.get("valid", 0)))
+                     int(metadata.get("num_rows", 0)), int(metadata.get("valid", 0)), metadata.get("verdicts", []))

@@ -122,3 +122,19 @@ def test_a_solver_version_bump_makes_its_import_pairs_stale_in_round_zero_only()
     only_import = plan_stale("t", [], [("import:bench", "oracle")], ["oracle"], rounds=1)
     assert [(s.kind, s.round) for s in only_import.stages][:1] == [("pairs", 0)]
     assert not any(s.kind == "pairs" and s.round == 1 for s in only_import.stages)
+
+
+def test_a_failed_import_run_names_the_run_and_the_problem_and_writes_nothing(tmp_path, envduels_home, monkeypatch):
+    from envduels_dagster.importing import run_import
+
+    monkeypatch.setenv("DAGSTER_HOME", str(envduels_home / "dagster"))
+    run = run_import("import:gone", tmp_path / "no-such-export")  # e.g. a staged copy deleted under the run
+    assert not run.success and run.run_id
+    assert run.error == f"import 'import:gone': {(tmp_path / 'no-such-export').resolve()}: no manifest.json; nothing was written"
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+    warehouse = envduels_home / "warehouse.duckdb"
+    if warehouse.exists():
+        with duckdb.connect(str(warehouse), read_only=True) as conn:
+            tables = {t for (t,) in conn.execute("SHOW TABLES").fetchall()}
+            assert "environments" not in tables or conn.execute("SELECT count(*) FROM environments").fetchone() == (0,)

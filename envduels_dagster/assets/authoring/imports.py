@@ -65,4 +65,7 @@ def materialize_import(context: dg.AssetExecutionContext, config: AuthoringConfi
         "author_version": version,
         "export_dir": dg.MetadataValue.path(str(export_dir.resolve())),
         "model_calls": 0,
+        # what `envduels import` prints, in manifest order (the CLI need not open the warehouse after the run)
+        "verdicts": dg.MetadataValue.json([{"env_id": c.env_id, "valid": c.valid, "reason": c.reject_reason}
+                                           for c in checked]),
     })
