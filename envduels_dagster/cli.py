@@ -174,11 +174,12 @@ def _cmd_import(args: argparse.Namespace) -> int:
         out = {"env_id": v["env_id"], "author": partition, "valid": v["valid"], "reason": v["reason"]}
         print(json.dumps(out) if args.json else f"{v['env_id']}: "
               + ("valid" if v["valid"] else f"REJECTED: {v['reason']}"))
-    print(f"imported {run.num_rows} environments ({run.valid} valid) as author {partition}: Dagster run "
-          f"{run.run_id} (job import_job) in DAGSTER_HOME={run.dagster_home}. See it in the UI (envduels ui): "
-          f"Runs, or asset authored_environments, partition {partition}. The envduels_requests sensor plays it "
-          "with every registry model; by hand: materialize duel_episodes for partitions "
-          f"{partition}|<model>.", file=sys.stderr if args.json else sys.stdout)
+    summary = (f"imported {run.num_rows} environment(s), {run.valid} valid, as author {partition} in Dagster run "
+               f"{run.run_id} (job import_job, DAGSTER_HOME={run.dagster_home})\n"
+               f"see it in the UI (envduels ui): Runs, or asset authored_environments, partition {partition}; the "
+               "envduels_requests sensor has every registry model play it (by hand: materialize duel_episodes, "
+               f"partitions {partition}|<model>)")
+    print(summary, file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -43,7 +43,7 @@ def test_an_import_is_a_materialization_and_the_models_then_play_it(tmp_path, en
     code, out, err = run_cli("import", str(root), "--json")
     assert code == 0, err
     assert json.loads(out) == {"env_id": "import:ext.echo", "author": "import:ext", "valid": True, "reason": None}
-    assert "as author import:ext: Dagster run " in err and "job import_job" in err
+    assert "1 valid, as author import:ext in Dagster run " in err and "(job import_job, DAGSTER_HOME=" in err
 
     with dg.DagsterInstance.get() as instance:
         # The import is a materialization of authored_environments[import:ext], by an import_job run.
