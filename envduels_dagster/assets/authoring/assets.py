@@ -13,13 +13,13 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.imports import AuthoringConfig, materialize_import
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import models_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
 @dg.asset(
     partitions_def=models_partitions, deps=[model_registry], group_name="duel",
-    kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+    kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
     description="Environments written by one author (partition = author), validated in the sandbox. "
                 "Rejected environments are kept with their reason (table `environments`). A partition "
                 "`import:<name>` holds an imported EnvDuels export instead (`envduels import`).",
@@ -55,7 +55,9 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
         replace_rows(conn, "environments", df, {"author": author, "round": 0})
     valid = int(df["valid"].sum())
     rejected = df[~df["valid"]][["env_id", "reject_reason"]]
-    return dg.MaterializeResult(metadata={
+    partition = {"author": author, "round": 0}
+    return dg.MaterializeResult(data_version=table_version(warehouse, "environments", where=partition), metadata={
+        **table_metadata(warehouse, "environments", partition),
         "num_rows": len(df),
         "valid": valid,
         "validity_rate": valid / len(df) if len(df) else 0.0,

@@ -15,14 +15,14 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import by_author, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
 @dg.asset(
     partitions_def=pair_partitions,
     deps=[model_registry, dg.AssetDep(authored_environments, partition_mapping=by_author)],
-    group_name="duel", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+    group_name="duel", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
     description="Episodes of one (author, solver) pair: every valid environment of the author x its benchmark "
                 "seeds x {cold, hinted}. Self pairs are played and flagged. Table `episodes`.",
 )
@@ -90,7 +90,9 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
                         utcnow(), {e.env_id: e.round for e in envs})
     with warehouse.get_connection() as conn:
         replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
-    return dg.MaterializeResult(metadata={
+    pair = {"author": author, "solver": solver, "round": round_}
+    return dg.MaterializeResult(data_version=table_version(warehouse, "episodes", where=pair), metadata={
+        **table_metadata(warehouse, "episodes", pair),
         "num_rows": len(df),
         "valid_envs": sum(e.valid for e in envs),
         "incomplete": int((df["status"] == "incomplete").sum()),

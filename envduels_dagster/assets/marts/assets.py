@@ -19,7 +19,7 @@ from typing import Any
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS
+from envduels_dagster.assets.shared import OWNERS, table_metadata, table_version
 from envduels_dagster.core.model_strings import sim_skill_ranks
 from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
 from envduels_dagster.resources import DuelSettings
@@ -28,7 +28,7 @@ MARTS = [dg.AssetKey(name) for name in ("env_solver_stats", "pair_lift", "duels"
 
 
 class RankingsConfig(dg.Config):
-    n_boot: int = 1000  # cluster-bootstrap replicates (environments resampled within author)
+    n_boot: int = 1000  # cluster-bootstrap replicates (environments resampled within author; duels re-decided)
     seed: int = 0
     bt_prior: float = 0.5  # virtual tied games per pair in the Bradley-Terry fit
     n_perm: int = 10000  # permutations for the role-separation p-value (exact up to 8 models)
@@ -61,11 +61,12 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
 
 @dg.asset(
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"},
+    tags={"layer": "analysis"}, code_version="1",
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
-                "paired), Bradley-Terry strengths of the duels with bootstrap intervals, transitivity of the duel "
-                "tournament (cyclic triads, Kendall's zeta) and role separation (solver rank vs author rank, "
-                "permutation p-value). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
+                "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
+                "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "
+                "by the duels mart's Welch rule per replicate; withheld with a reason below the stated minimum), and "
+                "role separation (solver rank vs author rank, permutation p-value). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
                 "Rounds used: one, DuelSettings.rankings_round (default 0 = the benchmark, original authoring); "
                 "the marts are per round and never pooled.",
 )
@@ -95,6 +96,7 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     s = summary.iloc[0]
     transitivity = transitivity_markdown(s)
     metadata: dict[str, Any] = {
+        **table_metadata(warehouse, "rankings"),
         "rounds used": f"round {round_}" + (" (the benchmark: original authoring)" if round_ == 0 else
                                              f" (hardening round {round_})"),
         "round": round_,
@@ -107,15 +109,20 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         "role_rho": finite_or_none(s.role_rho),
         "role_p_value": finite_or_none(s.role_p_value),
         "n_boot": config.n_boot,
+        "tournament_interval": (s.bt_interval_reason if isinstance(s.bt_interval_reason, str)
+                                else s.tournament_interval_method),
     }
+    if s.bt_separated is not None:
+        metadata["bt_separated"] = bool(s.bt_separated)
     if skill and not math.isnan(s.skill_order_kendall_tau):
         metadata["skill_order_kendall_tau"] = float(s.skill_order_kendall_tau)
-    return dg.MaterializeResult(metadata=metadata)
+    return dg.MaterializeResult(metadata=metadata,
+                                data_version=table_version(warehouse, "rankings", "rankings_summary"))
 
 
 @dg.asset(
     deps=["authored_environments"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"},
+    tags={"layer": "analysis"}, code_version="1",
     description="How similar environment designs are across authors (cosine of AST-shape n-gram tf-idf) against a "
                 "label-permutation null, per author pair and overall (table `design_convergence`), and the "
                 "clusters of near-identical designs that span several authors (`design_convergence_clusters`). Rounds used: "
@@ -145,6 +152,7 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
     pairs = table[table["scope"] != "overall"][["author_a", "author_b", "similarity", "null_lower", "null_upper",
                                                  "p_value"]]
     metadata: dict[str, Any] = {
+        **table_metadata(warehouse, "design_convergence"),
         "rounds used": f"round {settings.rankings_round}",
         "num_rows": len(table),
         "environments": len(envs),
@@ -157,4 +165,5 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
         metadata["cross_author_similarity"] = float(o.similarity)
         metadata["null_similarity"] = finite_or_none(o.null_mean)
         metadata["p_value"] = finite_or_none(o.p_value)
-    return dg.MaterializeResult(metadata=metadata)
+    return dg.MaterializeResult(metadata=metadata, data_version=table_version(
+        warehouse, "design_convergence", "design_convergence_clusters"))
