@@ -51,6 +51,7 @@ def test_an_import_is_a_materialization_and_the_models_then_play_it(tmp_path, en
             asset_key=dg.AssetKey("authored_environments"), asset_partitions=["import:ext"]), limit=5).records
         metadata = record.asset_materialization.metadata
         assert metadata["num_rows"].value == 1 and metadata["valid"].value == 1
+        assert metadata["dagster/row_count"].value == 1  # Dagster's table metadata, as authored partitions give
         assert instance.get_run_by_id(record.run_id).job_name == "import_job"
         # An author, never a solver: it has no model.
         assert "import:ext" in instance.get_dynamic_partitions(MODELS_PARTITION)

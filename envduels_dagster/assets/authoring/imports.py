@@ -13,7 +13,7 @@ import asyncio
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import markdown_table, utcnow
+from envduels_dagster.assets.shared import markdown_table, table_metadata, table_version, utcnow
 from envduels_dagster.resources import SandboxResource
 
 
@@ -56,7 +56,9 @@ def materialize_import(context: dg.AssetExecutionContext, config: AuthoringConfi
     with warehouse.get_connection() as conn:
         replace_rows(conn, "environments", df, {"author": partition, "round": 0})
     valid = int(df["valid"].sum())
-    return dg.MaterializeResult(metadata={
+    where = {"author": partition, "round": 0}
+    return dg.MaterializeResult(data_version=table_version(warehouse, "environments", where=where), metadata={
+        **table_metadata(warehouse, "environments", where),  # as authored partitions report (assets/shared.py)
         "num_rows": len(df),
         "valid": valid,
         "validity_rate": valid / len(df) if len(df) else 0.0,
