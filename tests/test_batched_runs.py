@@ -100,6 +100,7 @@ def _materializations(instance) -> collections.Counter:
     return collections.Counter(str(r.partition_key) for r in records)
 
 
+@pytest.mark.slow  # real play of nine pairs and their checks: ~15 s on 2 loaded cores
 def test_a_pair_stage_runs_in_fewer_runs_and_each_pair_is_materialized_once(pipeline):
     instance, run, resources = pipeline
     for author in MODELS:
@@ -124,6 +125,7 @@ def test_a_pair_stage_runs_in_fewer_runs_and_each_pair_is_materialized_once(pipe
     assert stage_statuses(instance, plan) == [StageStatus.SUCCEEDED]
 
 
+@pytest.mark.slow  # ~20 s
 def test_one_failing_pair_keeps_the_others_and_a_rerun_replays_without_duplicates(pipeline):
     instance, run, resources = pipeline
     for author in MODELS[:2]:  # novice has no environments yet: its pairs fail
