@@ -153,3 +153,14 @@ def test_one_failing_pair_keeps_the_others_and_a_rerun_replays_without_duplicate
     assert set(after) == set(PAIRS) and all(after[p] == before[p] for p in before)
     assert _materializations(instance) == {p: 1 if p in failing else 2 for p in PAIRS}  # one per run that played it
     assert stage_statuses(instance, plan) == [StageStatus.SUCCEEDED]
+
+
+def test_a_ranged_run_gets_the_provider_its_solvers_share():
+    from envduels_dagster.run_coordinator import provider_for
+
+    pools = {"a": "p", "b": "p", "c": "q"}
+    order = ["a", "b", "c"]
+    rng = {"dagster/asset_partition_range_start": "a|a", "dagster/asset_partition_range_end": "c|b"}
+    assert provider_for(rng, "pair_job", [], pools, order) == "p"  # solvers a..b
+    wide = {**rng, "dagster/asset_partition_range_end": "c|c"}
+    assert provider_for(wide, "pair_job", [], pools, order) is None  # two providers: no single limit applies
