@@ -298,6 +298,7 @@ def main() -> int:
     parser.add_argument("--pairs-per-run", default="1,100", help="with --daemon: batch sizes to compare")
     parser.add_argument("--rounds", type=int, default=0, help="with --daemon: co-evolution rounds (ENVDUELS_ROUNDS)")
     parser.add_argument("--envs-per-author", type=int, default=3, help="with --daemon")
+    parser.add_argument("--pairs-only", action="store_true", help="with --daemon: stop after the pair stage")
     args = parser.parse_args()
     print(f"machine: nproc={os.cpu_count()} loadavg={os.getloadavg()[0]:.2f}; {args.models} models -> "
           f"{args.models ** 2} pairs")
@@ -305,7 +306,7 @@ def main() -> int:
         from benchmarks.scale_daemon import daemon_flow
 
         for k in [int(v) for v in args.pairs_per_run.split(",")]:
-            daemon_flow(names(args.models), k, args.rounds, args.envs_per_author)
+            daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only)
         return 0
     home = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="envduels-scale-"))
     home.mkdir(parents=True, exist_ok=True)
