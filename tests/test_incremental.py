@@ -186,7 +186,7 @@ def test_a_version_bump_on_a_real_warehouse_opens_one_stale_request(tmp_path, mo
     assert keys_of(runs, "author_job") == ["novice"]
     finish(instance, runs)
     pairs, cursor, _ = tick(instance, cursor, sensor_resources)
-    assert keys_of(pairs, "pair_job") == ["expert|novice", "novice|expert", "novice|novice"]
+    assert keys_of(pairs, "pair_job", instance) == ["expert|novice", "novice|expert", "novice|novice"]
 
 
 RESUME_SCRIPT = textwrap.dedent("""
