@@ -164,3 +164,27 @@ def test_a_ranged_run_gets_the_provider_its_solvers_share():
     assert provider_for(rng, "pair_job", [], pools, order) == "p"  # solvers a..b
     wide = {**rng, "dagster/asset_partition_range_end": "c|c"}
     assert provider_for(wide, "pair_job", [], pools, order) is None  # two providers: no single limit applies
+
+
+def test_a_backfill_from_the_ui_runs_author_rows_not_single_pairs(tmp_path, monkeypatch):
+    """The asset backfill daemon's own run builder (the one it calls) on the pair asset's backfill policy."""
+    from dagster._core.definitions.automation_tick_evaluation_context import (
+        build_run_requests_with_backfill_policies,
+    )
+    from dagster._core.definitions.events import AssetKeyPartitionKey
+
+    from envduels_dagster.definitions import build_definitions
+
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(write_registry(tmp_path / "models.yaml", MODELS)))
+    instance = dg.DagsterInstance.ephemeral()
+    register_models(instance, MODELS)
+    graph = build_definitions().resolve_asset_graph()
+    key = dg.AssetKey("duel_episodes")
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
+        requests = build_run_requests_with_backfill_policies(
+            [AssetKeyPartitionKey(key, p) for p in PAIRS], graph, instance)
+    assert len(requests) == 3  # one range per author (or solver), not nine runs
+    covered = [p for r in requests for p in pairs_in_range(r.tags["dagster/asset_partition_range_start"],
+                                                          r.tags["dagster/asset_partition_range_end"],
+                                                          *dimension_orders(instance))]
+    assert sorted(covered) == sorted(PAIRS)
