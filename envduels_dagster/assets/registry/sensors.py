@@ -7,9 +7,10 @@ sensors and schedules could not. What a request contains and when a stage may st
 :mod:`envduels_dagster.core.requests`; this module reads run statuses and launches runs.
 
 Per tick: (1) models in the registry but not yet partitions open a request (registered in the same
-tick); (2) when no request is open, stale partitions are looked for at most every
-ENVDUELS_STALE_INTERVAL_S (default hourly); (3) when no request is open and nothing runs, partitions
-materialized since the last refresh (by hand, in the UI) get one downstream refresh; (4) every open
+tick), and so does an import whose environments landed (its pairs with every model as solver); (2) when
+no request is open, stale partitions are looked for at most every ENVDUELS_STALE_INTERVAL_S (default
+hourly); (3) when no request is open and nothing runs, partitions materialized since the last refresh
+(by hand, in the UI) get one downstream refresh; (4) every open
 request launches its next stage once the previous one succeeded, or stops at a failed one. Removing a
 model from the registry deletes nothing (README).
 """
@@ -23,7 +24,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, add_requests
-from envduels_dagster.assets.registry.requests import stage_run_requests, stage_statuses
+from envduels_dagster.assets.registry.requests import dimension_orders, stage_run_requests, stage_statuses
 from envduels_dagster.core.registry import Registry, RegistryError, load_registry
 from envduels_dagster.core.requests import RequestBook, next_step, plan_new_models, plan_refresh, plan_stale
 from envduels_dagster.core.staleness import new_model_plan
@@ -55,8 +56,10 @@ def _open_requests(context, book: RequestBook, registry: Registry, warehouse: Du
     stamp = f"{int(time.time())}"
     if new:
         mode = os.environ.get(PANEL_MODE_ENV, "frozen")
-        book.add(plan_new_models(book.new_id(f"new-{stamp}"), new, registry.names, rounds, mode))
+        book.add(plan_new_models(book.new_id(f"new-{stamp}"), new, registry.names, rounds, mode,
+                                 imported=sorted(book.imports)))
         return add_requests(new)
+    _open_import_requests(context, book, registry, stamp)
     if book.open:
         return []
     if time.time() - book.last_stale_check >= float(os.environ.get(STALE_INTERVAL_ENV, "3600")):
@@ -79,9 +82,27 @@ def _open_requests(context, book: RequestBook, registry: Registry, warehouse: Du
     return []
 
 
-def _advance(context, book: RequestBook) -> list[dg.RunRequest]:
-    """Launch the next stage of every open request whose previous stage succeeded."""
+def _open_import_requests(context, book: RequestBook, registry: Registry, stamp: str) -> None:
+    """Every import (partition ``import:<name>``, ``envduels import``) whose environments landed since it was
+    last planned: every registry model plays it (``plan_import``), then one downstream refresh."""
+    from envduels_dagster.core.imports import is_import
+    from envduels_dagster.core.requests import plan_import
+
+    imports = {p for p in context.instance.get_dynamic_partitions(MODELS_PARTITION) if is_import(p)}
+    if not imports:
+        return
+    landed = context.instance.get_latest_storage_id_by_partition(
+        dg.AssetKey("authored_environments"), dg.DagsterEventType.ASSET_MATERIALIZATION, imports)
+    for partition, storage_id in sorted(landed.items()):
+        if storage_id > book.imports.get(partition, -1):
+            book.imports[partition] = storage_id
+            book.add(plan_import(book.new_id(f"import-{stamp}"), partition, registry.names))
+
+
+def _advance(context, book: RequestBook, registry: Registry | None = None) -> list[dg.RunRequest]:
+    """Launch the next stage of every open request whose previous stage succeeded (pairs in batches)."""
     runs: list[dg.RunRequest] = []
+    providers = {m.name: m.provider for m in registry.models} if registry is not None else {}
     plans = book.plans()
     decisions = [next_step(plan, stage_statuses(context.instance, plan)) for plan in plans]
     for i, (plan, decision) in enumerate(zip(plans, decisions)):
@@ -97,7 +118,7 @@ def _advance(context, book: RequestBook) -> list[dg.RunRequest]:
                     context.log.info(f"{plan.request_id}: the refresh waits for an earlier request's partitions")
                     continue
                 book.refreshed_through = time.time()
-            runs += stage_run_requests(plan, decision.stage)
+            runs += stage_run_requests(plan, decision.stage, dimension_orders(context.instance), providers)
     return runs
 
 
@@ -116,7 +137,7 @@ def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
         except RegistryError as exc:
             return dg.SkipReason(f"registry is invalid, nothing requested: {exc}")
         partition_requests = _open_requests(context, book, registry, warehouse, settings, rounds)
-        runs = _advance(context, book)
+        runs = _advance(context, book, registry)
         if not runs and not partition_requests:
             return dg.SensorResult(cursor=book.to_json(), skip_reason=dg.SkipReason(
                 f"{len(book.open)} open request(s); nothing to launch this tick"))
