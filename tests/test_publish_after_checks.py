@@ -34,7 +34,6 @@ from tests.helpers.pipeline import pipeline_resources, write_registry
 pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
 
 MODELS = ["oracle", "expert", "novice"]
-LEARNER = "expert"  # the learner whose set has rows with these models, seeds and the fixed rule
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,17 @@ def played(tmp_path_factory):
                 for s in MODELS:
                     assert dg.materialize([duel_episodes], instance=instance, resources=resources,
                                           partition_key=pair_key(a, s)).success
-            yield instance, resources, home / "published"
+            # every learner's first set (passing), to pick one whose set has rows (the simulation decides)
+            sizes, runs = {}, {}
+            for m in MODELS:
+                result = dg.materialize([training_set, training_set_checks], instance=instance,
+                                        resources=resources, partition_key=m)
+                assert result.success and all(e.passed for e in result.get_asset_check_evaluations())
+                assert {e.metadata["publication"].value for e in result.get_asset_check_evaluations()} == {"published"}
+                sizes[m], runs[m] = len(result.output_for_node("training_set")), result.run_id
+            learner = max(sizes, key=sizes.get)
+            assert sizes[learner] > 0, sizes
+            yield instance, resources, home / "published", learner, runs[learner]
     finally:
         if old is None:
             os.environ.pop("ENVDUELS_HOME", None)
@@ -88,28 +97,29 @@ def rewritten(kind: str) -> dg.AssetsDefinition:
     return rewritten_training_set
 
 
-def readers(instance, resources, root) -> dict[str, pd.DataFrame]:
+def readers(instance, resources, root, learner) -> dict[str, pd.DataFrame]:
     """The learner's rows as each documented reader gets them."""
     producer = dg.Definitions(assets=[training_set], asset_checks=[training_set_checks], resources=resources)
     other_location = dg.Definitions(assets=[consumer.TRAINING_SET], resources=consumer.resources())
-    path = snapshot_path(root, "training_set", LEARNER)
+    path = snapshot_path(root, "training_set", learner)
     with duckdb.connect() as conn:
-        glob = conn.execute(f"SELECT * FROM '{root}/training_set/*.parquet' WHERE learner = ?", [LEARNER]).df()
+        glob = conn.execute(f"SELECT * FROM '{root}/training_set/*.parquet' WHERE learner = ?", [learner]).df()
     return {
-        "load_asset_value": producer.load_asset_value("training_set", partition_key=LEARNER, instance=instance),
-        "consumer": other_location.load_asset_value("training_set", partition_key=LEARNER, instance=instance),
+        "load_asset_value": producer.load_asset_value("training_set", partition_key=learner, instance=instance),
+        "consumer": other_location.load_asset_value("training_set", partition_key=learner, instance=instance),
         "pandas": pd.read_parquet(path),
         "duckdb": glob,
     }
 
 
-def assert_published(instance, resources, root, run_id: str, n_rows: int | None = None) -> pd.DataFrame:
-    seen = readers(instance, resources, root)
+def assert_published(instance, resources, root, learner, run_id: str,
+                     n_rows: int | None = None) -> pd.DataFrame:
+    seen = readers(instance, resources, root, learner)
     first = seen["consumer"]
     for name, df in seen.items():
         assert len(df) == len(first) and list(df["env_id"]) == list(first["env_id"]), name
         assert set(df["run_id"]) <= {run_id}, (name, set(df["run_id"]))
-    assert describe(snapshot_path(root, "training_set", LEARNER)).run_id == run_id
+    assert describe(snapshot_path(root, "training_set", learner)).run_id == run_id
     if n_rows is not None:
         assert len(first) == n_rows
     return first
@@ -117,21 +127,19 @@ def assert_published(instance, resources, root, run_id: str, n_rows: int | None 
 
 def assert_nothing_staged_or_half_written(root):
     assert not list((root / STAGED).rglob("*.parquet")) if (root / STAGED).exists() else True
-    assert sorted(p.name for p in (root / "training_set").iterdir()) == [f"{LEARNER}.parquet"]
+    assert sorted(p.name for p in (root / "training_set").iterdir()) == sorted(f"{m}.parquet" for m in MODELS)
 
 
 def test_readers_see_only_the_last_passing_set(played):
-    instance, resources, root = played
+    instance, resources, root, learner, first_run = played
 
     def run(asset, checks=True, **kw):
         return dg.materialize([asset, training_set_checks] if checks else [asset], instance=instance,
-                              resources=resources, partition_key=LEARNER, raise_on_error=False, **kw)
+                              resources=resources, partition_key=learner, raise_on_error=False, **kw)
 
-    good = run(training_set)
-    assert good.success and all(e.passed for e in good.get_asset_check_evaluations())
-    rows = assert_published(instance, resources, root, good.run_id)
-    assert len(rows) > 0 and set(rows["run_id"]) == {good.run_id}
-    assert {e.metadata["publication"].value for e in good.get_asset_check_evaluations()} == {"published"}
+    # the learner's first passing set (the fixture's run) is what every reader gets
+    rows = assert_published(instance, resources, root, learner, first_run)
+    assert len(rows) > 0 and set(rows["run_id"]) == {first_run}
     assert_nothing_staged_or_half_written(root)
 
     # a set that fails its blocking check: materialized (the failure is in the UI), never readable
@@ -140,34 +148,35 @@ def test_readers_see_only_the_last_passing_set(played):
     assert "no_self_authored_environments" in failed
     assert "not published" in failed["no_self_authored_environments"].metadata["publication"].value
     assert bad.asset_materializations_for_node("training_set")
-    after_bad = assert_published(instance, resources, root, good.run_id, n_rows=len(rows))
+    after_bad = assert_published(instance, resources, root, learner, first_run, n_rows=len(rows))
     assert after_bad.equals(rows)
     assert_nothing_staged_or_half_written(root)
 
     # a new passing set replaces it; its rows name the run that produced them
     empty = run(rewritten("empty"))
     assert empty.success and all(e.passed for e in empty.get_asset_check_evaluations())
-    assert_published(instance, resources, root, empty.run_id, n_rows=0)
+    assert_published(instance, resources, root, learner, empty.run_id, n_rows=0)
 
     # a materialization whose checks have not run yet is staged, invisible to every reader
     unchecked = run(training_set, checks=False)
     assert unchecked.success
-    assert_published(instance, resources, root, empty.run_id, n_rows=0)
+    assert_published(instance, resources, root, learner, empty.run_id, n_rows=0)
     assert len(list((root / STAGED).rglob("*.parquet"))) == 1
     with duckdb.connect() as conn:  # the documented glob does not reach the staging folder
-        assert conn.execute(f"SELECT count(*) FROM '{root}/training_set/*.parquet'").fetchone()[0] == 0
+        assert conn.execute(f"SELECT count(*) FROM '{root}/training_set/*.parquet' WHERE learner = ?",
+                            [learner]).fetchone()[0] == 0
     # ... and the checks, run on their own, publish that latest materialization
     checks_only = dg.materialize([training_set, training_set_checks], instance=instance, resources=resources,
-                                 tags={"dagster/partition": LEARNER},
+                                 tags={"dagster/partition": learner},
                                  selection=dg.AssetSelection.checks_for_assets(training_set))
     assert checks_only.success and all(e.passed for e in checks_only.get_asset_check_evaluations())
-    again = assert_published(instance, resources, root, unchecked.run_id, n_rows=len(rows))
+    again = assert_published(instance, resources, root, learner, unchecked.run_id, n_rows=len(rows))
     assert list(again["env_id"]) == list(rows["env_id"])
     assert_nothing_staged_or_half_written(root)
 
 
 def test_consumer_rankings_load_once_its_checks_passed(played):
-    instance, resources, root = played
+    instance, resources, root, _, _ = played
     result = dg.materialize([build_dbt_marts(), rankings, make_result_checks("rankings")], instance=instance,
                             resources=resources,
                             run_config={"ops": {"rankings": {"config": {"n_boot": 50, "n_perm": 200}}}})
