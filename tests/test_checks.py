@@ -237,12 +237,25 @@ CORRUPTIONS = [
      "UPDATE episodes SET transcript = replace(transcript, 'My move', 'auth token: 3f9a1c0b7d2e4f6a8b0c1d2e3f4a5b6c') "
      "WHERE solver = 'bob' AND author = 'alice' AND seed = 0 AND condition = 'cold'",
      "secret_found=token after key/token word: 3f9a…(32 chars)", {}),
-    ("pair_lift", "lift_in_range", "UPDATE pair_lift SET lift_upper = 1.2 WHERE author = 'alice' AND solver = 'bob'",
-     "lift_upper is in [-1, 1]: 1 of 4 rows violate it, e.g. [pair=0|alice|bob, lift_lower=1, lift=1, lift_upper=1.2]",
+    ("pair_lift", "lift_in_range",
+     "UPDATE pair_lift SET lift_ci_lower = 0.5, lift_ci_upper = 1.2, lift_ci_reason = NULL "
+     "WHERE author = 'alice' AND solver = 'bob'",
+     "lift_ci_upper is in [-1, 1]: 1 of 4 rows violate it, e.g. [pair=0|alice|bob, lift_ci_lower=0.5, lift=1, "
+     "lift_ci_upper=1.2", {}),
+    ("pair_lift", "interval_contains_estimate",
+     "UPDATE pair_lift SET lift_ci_lower = 0.5, lift_ci_upper = 0.6, lift_ci_reason = NULL "
+     "WHERE author = 'alice' AND solver = 'alice'",
+     "lift_ci_lower <= lift: 1 of 4 rows violate it, e.g. [pair=0|alice|alice, lift_ci_lower=0.5, lift=0, "
+     "lift_ci_upper=0.6", {}),
+    # One environment per author here: every published interval is NULL with its reason. A NULL interval
+    # without a reason (a confident-looking blank) and an interval beside a reason both fail.
+    ("pair_lift", "interval_contains_estimate",
+     "UPDATE pair_lift SET lift_ci_reason = NULL WHERE author = 'bob' AND solver = 'alice'",
+     "both lift_ci bounds given and no reason, or both NULL with lift_ci_reason saying why: 1 of 4 rows violate it",
      {}),
     ("pair_lift", "interval_contains_estimate",
-     "UPDATE pair_lift SET lift_lower = 0.5, lift_upper = 0.6 WHERE author = 'alice' AND solver = 'alice'",
-     "lift_lower <= lift: 1 of 4 rows violate it, e.g. [pair=0|alice|alice, lift_lower=0.5, lift=0, lift_upper=0.6",
+     "UPDATE pair_lift SET lift_ci_lower = -0.5 WHERE author = 'bob' AND solver = 'alice'",
+     "both lift_ci bounds given and no reason, or both NULL with lift_ci_reason saying why: 1 of 4 rows violate it",
      {}),
     ("pair_lift", "every_model_present", "DELETE FROM pair_lift WHERE author = 'alice' AND solver = 'bob'",
      "every peer pair of registry models (author with valid environments in the round) has a row: 1 of 2 rows "

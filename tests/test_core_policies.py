@@ -200,10 +200,15 @@ def test_sim_model_strings_name_their_profile_and_nothing_else():
 def test_ui_tables_and_the_lift_grid_mark_intervals_and_self_pairs():
     assert markdown_table(pd.DataFrame()) == "_no rows_"
     assert markdown_table(pd.DataFrame({"a": [0.5], "b": ["x"]})) == "| a | b |\n|---|---|\n| 0.50 | x |"
-    pair = pd.DataFrame({"author": ["a", "a"], "solver": ["a", "b"], "lift": [0.5, 0.25],
-                         "lift_lower": [0.1, 0.05], "lift_upper": [0.9, 0.5]})
-    grid = lift_grid(pair)
-    assert "_+0.50 [+0.10, +0.90]_" in grid and "**+0.25 [+0.05, +0.50]**" in grid
+    pair = pd.DataFrame({"author": ["a", "a", "b"], "solver": ["a", "b", "a"], "lift": [0.5, 0.25, 0.1],
+                         "lift_ci_lower": [0.1, 0.05, float("nan")], "lift_ci_upper": [0.9, 0.5, float("nan")]})
+    grid = lift_grid(pair)  # no tests: nothing is bold, whatever the interval says
+    assert "_+0.50 [+0.10, +0.90]_" in grid and "| +0.25 [+0.05, +0.50] |" in grid and "+0.10 [n/a]" in grid
+    assert "**+" not in grid
+    tests = pd.DataFrame({"author": ["a", "b"], "solver": ["b", "a"], "is_self_pair": [False, False],
+                          "p_value": [0.001, float("nan")], "decided": [True, False], "method": ["holm (x)"] * 2})
+    grid = lift_grid(pair, tests)
+    assert "**+0.25 [+0.05, +0.50]**" in grid and "| +0.10 [n/a] |" in grid and "holm (x) over the 1 peer" in grid
 
 
 def test_these_policies_need_no_dagster():

@@ -66,7 +66,7 @@ def test_the_new_model_has_partitions_in_every_round(live):
 
 def test_round_zero_marts_equal_a_from_scratch_run(live):
     _, db, scratch = live
-    cols = "round, author, solver, n_envs, p_cold, p_hint, lift, lift_lower, lift_upper"
+    cols = "round, author, solver, n_envs, p_cold, p_hint, lift, lift_ci_lower, lift_ci_upper, lift_ci_reason, lift_boot_lower"
     sql = f"SELECT {cols} FROM pair_lift WHERE round = 0 ORDER BY author, solver"
     got, want = _table(db, sql), _table(scratch, sql)
     assert len(want) == 16

@@ -63,12 +63,16 @@ def test_pair_lift_equals_recomputation_from_episodes(pipeline):
             HAVING count(DISTINCT condition) = 2),
         envs AS (SELECT round, author, solver, env_id, avg(d) AS lift FROM seeds GROUP BY ALL)
         SELECT round, author, solver, avg(lift) FROM envs GROUP BY ALL""")}
-    stored = query(db, "SELECT round, author, solver, lift, lift_lower, lift_upper, is_self_pair FROM pair_lift")
+    stored = query(db, "SELECT round, author, solver, lift, lift_ci_lower, lift_ci_upper, is_self_pair, lift_ci_reason "
+                       "FROM pair_lift")
     rounds = {r for r, *_ in stored}
     assert 0 in rounds and len(stored) == len(recomputed) == len(MODELS) ** 2 * len(rounds)
-    for round_, author, solver, lift, lo, hi, is_self in stored:
+    for round_, author, solver, lift, lo, hi, is_self, reason in stored:
         assert lift == pytest.approx(recomputed[(round_, author, solver)])
-        assert lo <= lift <= hi
+        if reason is None:  # the published interval, or NULL with its reason
+            assert lo <= lift <= hi
+        else:
+            assert reason.startswith("insufficient data") and lo is None and hi is None
         assert is_self == (author == solver)
 
 

@@ -96,11 +96,11 @@ def test_pair_lift_hand_computed_and_interval_contains_it():
         row = pl.loc[key]
         assert (row["n_envs"], row["n_matched"], row["n_incomplete"]) == (n_envs, n_matched, n_incomplete)
         assert (row["p_cold"], row["p_hint"], row["lift"]) == pytest.approx((p_cold, p_hint, lift))
-        assert row["lift_lower"] <= row["lift"] <= row["lift_upper"]
+        assert row["lift_boot_lower"] <= row["lift"] <= row["lift_boot_upper"]
         assert row["is_self_pair"] == (key[0] == key[1])
     # Two environments with lifts 0.25 and 0.75: resampled means are 0.25, 0.5 or 0.75.
-    assert pl.loc[("A", "S"), "lift_lower"] == pytest.approx(0.25)
-    assert pl.loc[("A", "S"), "lift_upper"] == pytest.approx(0.75)
+    assert pl.loc[("A", "S"), "lift_boot_lower"] == pytest.approx(0.25)
+    assert pl.loc[("A", "S"), "lift_boot_upper"] == pytest.approx(0.75)
 
 
 def test_training_candidates_pick_fails_cold_passes_hinted_from_other_authors():
