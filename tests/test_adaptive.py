@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import pytest
@@ -26,6 +26,10 @@ from envduels_dagster.core.stats import env_solver_stats, training_candidates
 class Rec:
     status: str
     model_calls: int = 3
+    sampling: str = "fixed"
+
+    def model_copy(self, update: dict) -> Rec:  # as EpisodeRecord (pydantic)
+        return replace(self, **update)
 
 
 def scripted(outcomes: dict[int, tuple[str, str]]):

@@ -110,3 +110,63 @@ def test_role_separation_is_found_only_when_planted(control, author_lift):
         assert covers >= 6 and rejects <= 1, (covers, rejects, rhos)
     else:  # solver rank and author rank run opposite ways: rho near -1, decided in most tournaments
         assert np.mean(rhos) < -0.7 and rejects >= 6, (covers, rejects, rhos)
+
+
+# ------------------------------------------------------------------ end to end, through the simulated models
+# The negative-control registry through the real pipeline (materialize_all: registry, authoring, every pair,
+# dbt marts, rankings, training sets, the lift -> learning study) at 4 environments per author and 4 seeds, no
+# hardening round. Measured on the shared 2-core machine under load: 82-90 s. The planted solver skill is the
+# positive control of the same run (the scale has the power to find what is planted); the planted role
+# separation of the default profiles is not recovered at this scale (positive_control.yaml, 4 envs: rho -0.3
+# [-0.9, 0.1]), so its positive control stays on the compute path (test_role_separation_is_found_only_when_planted).
+
+
+@pytest.fixture(scope="module")
+def negative_pipeline(tmp_path_factory):
+    import shutil
+
+    import dagster as dg
+
+    from envduels_dagster.demo import materialize_all
+    from tests.helpers.pipeline import pipeline_resources
+
+    tmp = tmp_path_factory.mktemp("negative_control")
+    registry = tmp / "models.yaml"
+    shutil.copy(REGISTRIES / "negative_control.yaml", registry)
+    resources = pipeline_resources(tmp, registry, envs_per_author=4, seeds=(0, 1, 2, 3))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVDUELS_ROUNDS", "0")  # round 0 only: the controls are about the benchmark
+        materialize_all(dg.DagsterInstance.ephemeral(), resources, log=lambda _m: None)
+    return tmp / "warehouse.duckdb", registry
+
+
+def _read(db, sql):
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return conn.execute(sql).df()
+
+
+@pytest.mark.slow
+def test_negative_control_pipeline_finds_no_role_separation_and_no_skill_improvement_correlation(negative_pipeline):
+    from envduels_dagster.core.learning_study import correlate
+
+    db, _ = negative_pipeline
+    assert int(_read(db, "SELECT count(*) AS n FROM environments WHERE valid AND round = 0")["n"][0]) >= 10
+    s = _read(db, "SELECT * FROM rankings_summary").iloc[0]
+    assert int(s.role_n_models) == 5
+    assert s.role_rho_lower <= 0 <= s.role_rho_upper, (s.role_rho, s.role_rho_lower, s.role_rho_upper)
+    assert s.role_p_value > 0.05
+    rho, p, n = correlate(_read(db, "SELECT * FROM lift_learning"))
+    assert n >= 10 and p > 0.05, (rho, p, n)
+
+
+@pytest.mark.slow
+def test_negative_control_pipeline_still_recovers_the_planted_solver_skill(negative_pipeline):
+    from scipy.stats import kendalltau
+
+    db, registry = negative_pipeline
+    skill = {m.name: get_profile(sim_profile(m.model)).skill_rank for m in load_registry(registry).models}
+    table = _read(db, "SELECT model, solver_rank FROM rankings")
+    tau = kendalltau(table["solver_rank"], table["model"].map(skill))[0]
+    assert tau >= 0.6, table  # 5 models: at most 2 of the 10 pairs out of order

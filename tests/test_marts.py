@@ -145,7 +145,12 @@ def built(tmp_path_factory):
     stray = episodes(seeds("E3", "B", "S", [0, 0, 0, 0], [1, 1, 1, 1]))
     all_episodes = pd.concat([hand_table(), stray, tournament(), coverage_pairs(np.random.default_rng(7))],
                              ignore_index=True).assign(round=0)
-    all_episodes = pd.concat([all_episodes, round_one()], ignore_index=True)
+    # Seeds 10-13 of E1 x T, played by the adaptive sampler only because seed 0 left its verdict open
+    # (sampling = 'adaptive'): hinted 0, cold 1 would move E1 x T and A x T if the marts counted them
+    # (HAND_STATS / HAND_PAIRS say they do not).
+    conditional = episodes(seeds("E1", "A", "T", [1, 1, 1, 1], [0, 0, 0, 0])).assign(
+        seed=lambda d: d["seed"] + 10, round=0, sampling="adaptive")
+    all_episodes = pd.concat([all_episodes, round_one(), conditional], ignore_index=True)
     all_episodes["is_self_pair"] = all_episodes["author"] == all_episodes["solver"]
     models = ["A", "B", "S", "T", "X", "Y", "Z", "learner"]
     registry = pd.DataFrame({"name": models, "model": [f"openai/{m}" for m in models]})

@@ -42,7 +42,8 @@ CHECKS = {
                            "that round, solver) peer pair, no duplicate pairs, no model missing from the registry.",
     "sample_size_minimum": "Every pair has at least DuelSettings.check_min_matched_seeds matched seeds.",
     "incomplete_excluded": "n_matched, n_incomplete and lift equal their recomputation from completed, matched "
-                           "episodes: incomplete episodes are never counted.",
+                           "episodes: incomplete episodes, and seeds the adaptive sampler played conditionally "
+                           "(episodes.sampling = 'adaptive'), are never counted.",
 }
 NAMES = list(CHECKS)
 WARN = frozenset({"every_model_present", "sample_size_minimum"})
@@ -66,10 +67,12 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
     # Pairs are keyed by (round, author, solver) (the contract), or (author, solver) for a mart without rounds.
     keys = (["round"] if "round" in cols and "round" in cat.columns("episodes") else []) + ["author", "solver"]
     k = ", ".join(keys)
+    # Seeds the adaptive sampler played conditionally (sampling = 'adaptive') never enter the mart.
+    committed = ("coalesce(sampling, 'fixed') <> 'adaptive'" if "sampling" in cat.columns("episodes") else "TRUE")
     expected = query(conn, f"""
         WITH done AS (
             SELECT env_id, {k}, seed, condition, (status = 'success')::DOUBLE AS y
-            FROM {episodes} WHERE status <> 'incomplete'),
+            FROM {episodes} WHERE status <> 'incomplete' AND {committed}),
         matched AS (
             SELECT env_id, {k}, seed,
                    max(y) FILTER (WHERE condition = 'cold') AS y_cold,
@@ -85,7 +88,7 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
             FROM per_env GROUP BY {k}),
         inc AS (
             SELECT {k}, count(*) AS expected_incomplete
-            FROM {episodes} WHERE status = 'incomplete' GROUP BY {k})
+            FROM {episodes} WHERE status = 'incomplete' AND {committed} GROUP BY {k})
         SELECT {", ".join(f"coalesce(p.{c}, i.{c}) AS {c}" for c in keys)},
                coalesce(p.expected_matched, 0) AS expected_matched, p.expected_lift,
                coalesce(i.expected_incomplete, 0) AS expected_incomplete

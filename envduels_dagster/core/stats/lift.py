@@ -73,6 +73,8 @@ def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
     cols = ["round", "author", "solver", "is_self_pair", "n_envs", "n_matched", "n_incomplete", "p_cold", "p_hint",
             "lift", "lift_boot_lower", "lift_boot_upper", "lift_ci_lower", "lift_ci_upper", "lift_ci_reason"]
     episodes = with_round(episodes)
+    if "sampling" in episodes:  # as the mart: seeds the adaptive sampler played conditionally stay out
+        episodes = episodes[episodes["sampling"].fillna("fixed") != "adaptive"]
     m = matched_seeds(episodes)
     rows = []
     incomplete = episodes[episodes["status"] == "incomplete"].groupby(["round", "author", "solver"]).size()
