@@ -398,3 +398,20 @@ def test_rounds_never_pool_and_a_model_absent_from_round_one_builds(built):
     assert set(ranks["round"]) == {0} and summary["round"].tolist() == [0]
     n_round0 = query(db, "SELECT count(DISTINCT env_id) AS n FROM env_solver_stats WHERE round = 0")["n"][0]
     assert summary["n_envs"].tolist() == [n_round0]
+
+
+def test_rankings_metadata_names_the_lift_grid_control_and_tests_the_pairs_with_a_published_interval(built):
+    result, db, _ = built
+    [event] = [e for e in result.get_asset_materialization_events()
+               if e.materialization.asset_key.to_user_string() == "rankings"]
+    meta = {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
+    assert meta["lift_grid_multiple_comparison"].startswith("holm")
+    # A pair is tested exactly when its published interval is given (3+ environments that vary).
+    given = query(db, "SELECT count(*) AS n FROM pair_lift WHERE round = 0 AND NOT is_self_pair "
+                      "AND lift_ci_reason IS NULL")["n"][0]
+    assert meta["lift_grid_pairs_tested"] == given >= 150
+    # The coverage pairs' true lift is 0.2 over 30 environments: 135 of their 150 raw one-sided p are below 0.05
+    # (measured), but Holm over 156 pairs asks 0.05/156 of the smallest: 65 decided (BH would decide 131).
+    assert 0.2 * given <= meta["lift_grid_pairs_decided"] <= 0.6 * given
+    grid = next(v for k, v in meta.items() if k.startswith("lift_grid (round 0"))
+    assert "holm" in grid and "[n/a]" in grid  # A's pairs have 2 environments: no interval
