@@ -149,7 +149,9 @@ def report(label: str, rows: list[dict]) -> dict:
                       ("adaptive_lift_committed", "adaptive, committed seeds only (marts now)")):
         d = np.array([r[col] for r in peers]) - ref
         out[f"bias_{col}"] = float(np.nanmean(d))
-        print(f"[{label}] lift bias vs the {len(ref)} peer pairs' reference: {what}: mean {np.nanmean(d):+.3f}; "
+        se = np.nanstd(d, ddof=1) / np.sqrt(np.sum(~np.isnan(d)))
+        print(f"[{label}] lift bias vs the {len(ref)} peer pairs' reference: {what}: mean {np.nanmean(d):+.3f} "
+              f"(SE {se:.3f}); "
               f"where the reference lift is within 0.1 of 0 ({int(near0.sum())} pairs): {np.nanmean(d[near0]):+.3f}")
     return out
 
