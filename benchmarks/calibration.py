@@ -16,7 +16,8 @@ author's design score (shift invariant) is disc(skills of its peers), its seed-n
 The warehouse goes through the product's own code paths: the dbt marts via the Dagster asset (``dbt build``
 on a temporary DuckDB file), ``core.stats.pair_lift`` (the Python bootstrap) and ``core.rankings``.
 Printed: coverage of every interval (share of intervals containing the truth), its mean width, the
-false-decision rate of the null duels, the mean bias of the design score; n = intervals checked.
+false-decision rate of the null duels, the mean bias of the design score; n = intervals checked. Then the
+tournament table (Bradley-Terry, zeta, cyclic triads, role rho) of ``benchmarks/calibration_tournament.py``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DELTA = 0.2
 SKILL = np.array([0.0, 0.05, 0.10, 0.15])
@@ -325,6 +327,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--admission-only", action="store_true", help="only the admission mixture table (fast)")
     parser.add_argument("--no-mixture", action="store_true", help="skip the admission mixture table")
+    parser.add_argument("--no-tournament", action="store_true",
+                        help="skip the tournament table (BT, zeta, triads, role rho: benchmarks/calibration_tournament.py)")
+    parser.add_argument("--tournament-groups", type=int, default=100, help="5-model warehouses per size")
     args = parser.parse_args()
     if not args.no_mixture:
         mixture_table()
@@ -363,6 +368,14 @@ def tournament_tables(args) -> int:
           f"goal: coverage >= 0.93, null duels decided <= 0.05")
     with pd.option_context("display.width", 200, "display.max_rows", 200):
         print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if not args.no_tournament:  # its own generator: the warehouse above has every duel null
+        from calibration_tournament import run as tournament_run
+
+        tour = tournament_run(args.envs, args.tournament_groups, args.seeds, args.n_boot, 400, args.seed)
+        print(f"\ntournament intervals through compute_rankings; {args.tournament_groups} warehouses of 5 models "
+              "per size (a planted cycle; truths: population tournament, design mean); goal: coverage >= 0.93")
+        with pd.option_context("display.width", 200, "display.max_rows", 200):
+            print(tour.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
 
 

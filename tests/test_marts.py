@@ -274,6 +274,26 @@ def test_duels_and_rankings_of_a_transitive_tournament(built):
     assert summary.n_decisive_duels_holm == 3  # smallest Welch t is 0.25 / 0.079 = 3.2 on 10 df: p = 0.01
 
 
+def test_python_duel_rule_reproduces_the_duels_mart(built):
+    """The rankings re-decide every duel per environment replicate with core.rankings_tournament's rule; at
+    weights 1 it must give the mart's duels exactly, or the tournament intervals would describe another rule."""
+    from envduels_dagster.core.rankings_tournament import duels_from_stats
+
+    _, db, _ = built
+    for round_ in (0, 1):
+        mart = query(db, f"SELECT * FROM duels WHERE round = {round_} ORDER BY model_a, model_b")
+        mine = duels_from_stats(query(db, f"SELECT * FROM env_solver_stats WHERE round = {round_}"))
+        assert mine[["model_a", "model_b", "outcome"]].values.tolist() == \
+            mart[["model_a", "model_b", "outcome"]].values.tolist()
+        for col in ("lift_diff", "lift_diff_se", "diff_df", "n_envs_a", "n_envs_b"):
+            assert mine[col].to_numpy(float) == pytest.approx(mart[col].to_numpy(float), nan_ok=True), col
+    summary = query(db, "SELECT * FROM rankings_summary").iloc[0]
+    assert pd.isna(summary.bt_interval_reason) and summary.tournament_min_envs_per_author == 6  # X, Y, Z
+    assert "at least 12 per author" in summary.kendall_zeta_reason  # zeta's interval needs more environments
+    ranks = query(db, "SELECT * FROM rankings").set_index("model")
+    assert (ranks.loc[list("XYZ"), "bt_strength_lower"] <= ranks.loc[list("XYZ"), "bt_strength_upper"]).all()
+
+
 def test_sql_interval_covers_true_lift(built):
     _, db, _ = built
     cov = query(db, f"""SELECT avg((lift_ci_lower <= {TRUE_LIFT} AND {TRUE_LIFT} <= lift_ci_upper)::INT) AS coverage,

@@ -14,8 +14,9 @@ Uncertainty:
   resamples every author's environments with replacement (stratified by author, so each author keeps its
   number of environments); an environment carries all of its solvers' matched-seed results, so seeds stay
   paired. Ranks are recomputed per replicate, giving rank intervals too.
-* The Bradley-Terry fit uses the duel outcomes (1, 1/2 for a tie, 0); its intervals come from resampling
-  the duels with replacement (``core.stats.tournament``).
+* The Bradley-Terry fit uses the duel outcomes (1, 1/2 for a tie, 0); its intervals, and those of zeta and
+  the cyclic triads, come from the same environment replicates, every duel re-decided by the mart's rule
+  (``core.rankings_tournament``; withheld with a reason below the minimum environments per author).
 * Transitivity counts cyclic triads, c = C(n,3) - sum_i C(w_i, 2), on the duel tournament. A tied duel
   counts half a win to each side; c is then the expected number of cyclic triads when every tie is broken
   by a fair coin (each tie adds 1/8 to the subtracted sum: Var of a coin flip / 2). Kendall's
@@ -32,18 +33,12 @@ import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.rankings_intervals import author_intervals, stratified_interval
+from envduels_dagster.core.rankings_tournament import tournament_columns
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
+from envduels_dagster.core.stats.intervals import MIN_ENVS
 from envduels_dagster.core.stats.multiple import HOLM, holm, welch_p_value
 from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
-from envduels_dagster.core.stats.tournament import (
-    BTFit,
-    bradley_terry_bootstrap,
-    bradley_terry_fit,
-    cyclic_triads,
-    observed_triads,
-    wins_matrix,
-)
 
 DEFAULT_ROUND = 0  # rankings and duels: round 0, the benchmark (DuelSettings.rankings_round)
 
@@ -192,41 +187,6 @@ def _t_columns(prefix: str, intervals: dict) -> dict:
             f"{prefix}_ci_reason": [intervals[n][2] for n in names]}
 
 
-def _bradley_terry_columns(duels: pd.DataFrame, models: list[str], n_boot: int, prior: float, seed: int,
-                           alpha: float) -> tuple[dict, np.ndarray, np.ndarray, BTFit | None]:
-    """bt_strength with its interval and bt_rank per model; the points matrix of the models in duels, which of
-    their pairs dueled, and the point fit (None with fewer than 2 models)."""
-    wins = wins_matrix(duels, models) if len(duels) else np.zeros((len(models), len(models)))
-    in_duels = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", [])))
-    sub = [models.index(m) for m in in_duels]
-    played = np.zeros((len(models), len(models)), dtype=bool)
-    for a, b in duels[["model_a", "model_b"]].itertuples(index=False) if len(duels) else []:
-        played[models.index(a), models.index(b)] = played[models.index(b), models.index(a)] = True
-    theta, theta_lo, theta_hi = (np.full(len(models), np.nan) for _ in range(3))
-    fit = None
-    if len(in_duels) >= 2:
-        fit = bradley_terry_fit(wins[np.ix_(sub, sub)], prior=prior)
-        boot = bradley_terry_bootstrap(duels, in_duels, n_boot=n_boot, prior=prior, seed=seed)
-        lo, hi = percentile_interval(fit.theta, boot, alpha)
-        theta[sub], theta_lo[sub], theta_hi[sub] = fit.theta, lo, hi
-    cols = {"bt_strength": theta, "bt_strength_lower": theta_lo, "bt_strength_upper": theta_hi,
-            "bt_rank": rank_desc(theta)}
-    return cols, wins[np.ix_(sub, sub)], played[np.ix_(sub, sub)], fit
-
-
-def _transitivity(wins: np.ndarray, played: np.ndarray) -> dict:
-    """Cyclic triads and Kendall's zeta; on an incomplete tournament only the triples with all three duels
-    count and zeta (defined for round robins) is NaN."""
-    n = wins.shape[0]
-    complete = bool(played[~np.eye(n, dtype=bool)].all()) if n else True
-    c, c_max, zeta = cyclic_triads(wins) if wins.size else (0.0, 0.0, float("nan"))
-    observed, n_complete, n_triads = observed_triads(wins, played)
-    if not complete:
-        c, zeta = observed, float("nan")
-    return {"cyclic_triads": c, "cyclic_triads_max": c_max, "kendall_zeta": zeta,
-            "tournament_complete": complete, "n_triads": n_triads, "n_triads_complete": n_complete}
-
-
 def _duel_family(duels: pd.DataFrame, alpha: float) -> dict:
     """Duels decided after Holm's control over the whole family (needs the mart's lift_diff_se, diff_df)."""
     if not len(duels) or "lift_diff_se" not in duels or "diff_df" not in duels:
@@ -266,6 +226,25 @@ def _role_separation(df: pd.DataFrame, panel: Panel, reps: dict, n_perm: int, se
             "role_n_permutations": perms, "role_n_models": len(both)}
 
 
+ROLE_MIN_ENVS = MIN_ENVS  # environments per author below which the role-separation interval is withheld
+
+
+def _min_envs(panel: Panel, models: list[str]) -> int:
+    """Fewest environments of any of ``models`` as an author."""
+    counts = pd.Series(panel.authors).value_counts()
+    return int(min(counts.get(m, 0) for m in models)) if models else 0
+
+
+def _role_interval_reason(n_models: int, n_envs: int) -> str | None:
+    """Why the role-separation interval is withheld (None when it is published)."""
+    if n_models < 3:
+        return f"insufficient data: {n_models} models rank as both solver and author (at least 3)"
+    if n_envs < ROLE_MIN_ENVS:
+        return (f"insufficient data: an author has {n_envs} environment{'s' * (n_envs != 1)} (the role interval "
+                f"needs at least {ROLE_MIN_ENVS} per author)")
+    return None
+
+
 def _skill_tau(df: pd.DataFrame, skill_rank: dict[str, int] | None) -> float:
     """Kendall tau between the documented skill order of simulated models and the solver ranking."""
     if not skill_rank:
@@ -293,33 +272,47 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     if len(duels):  # the mart's row order is not deterministic; the duel bootstrap draws rows by position
         duels = duels.sort_values(["model_a", "model_b"], kind="stable").reset_index(drop=True)
     panel = panel_from_stats(stats)
-    blocks, reps = _scores(panel, cluster_weights(panel.authors, n_boot, seed), alpha)
+    weights = cluster_weights(panel.authors, n_boot, seed)
+    blocks, reps = _scores(panel, weights, alpha)
     models = sorted(set(panel.solvers) | set(reps["authors"]) | set(duels.get("model_a", []))
                     | set(duels.get("model_b", [])))
     df = pd.DataFrame({"model": models})
     for names, cols in blocks:
         df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
-    bt_cols, wins, played, fit = _bradley_terry_columns(duels, models, n_boot, bt_prior, seed, alpha)
+    bt_cols, tour = tournament_columns(panel.lift, panel.authors, panel.solvers, duels, models, weights, bt_prior,
+                                       alpha)
+    late_bt = {c: bt_cols.pop(c) for c in ("bt_strength_reason", "bt_rank_lower", "bt_rank_upper")}
+    bt_cols["bt_rank"] = rank_desc(bt_cols["bt_strength"])
     for name, values in {**bt_cols, **_duel_record(duels, models)}.items():
         df[name] = values
     if skill_rank:
         df["sim_skill_rank"] = [skill_rank.get(m) for m in models]
     for names, cols in reps["late"]:
         df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
-    triads = _transitivity(wins, played)
     summary = pd.DataFrame([{
         "n_models": len(models), "n_envs": len(panel.env_ids), "n_boot": n_boot,
         "n_duels": len(duels), "n_decisive_duels": int((duels["outcome"] != "tie").sum()) if len(duels) else 0,
-        **{k: triads[k] for k in ("cyclic_triads", "cyclic_triads_max", "kendall_zeta")},
+        **{k: tour[k] for k in ("cyclic_triads", "cyclic_triads_max", "kendall_zeta")},
         **_role_separation(df, panel, reps, n_perm, seed, alpha),
         "skill_order_kendall_tau": _skill_tau(df, skill_rank),
         # added after the older columns
-        "bt_converged": fit.converged if fit else None, "bt_iterations": fit.iterations if fit else 0,
-        **{k: triads[k] for k in ("tournament_complete", "n_triads", "n_triads_complete")},
+        "bt_converged": tour["bt_converged"], "bt_iterations": tour["bt_iterations"],
+        **{k: tour[k] for k in ("tournament_complete", "n_triads", "n_triads_complete")},
         **_duel_family(duels, alpha),
         "round": round_,  # added after the older columns, like the ones above
     }])
-    df["round"] = round_  # the last column: older columns keep their places
+    df["round"] = round_  # older columns keep their places: later ones are appended after it
+    for name, values in late_bt.items():
+        df[name] = values
+    later = {k: v for k, v in tour.items() if k not in summary.columns}
+    ranked = df.dropna(subset=["solver_rank", "author_rank"])["model"].tolist()
+    role_envs = _min_envs(panel, ranked)
+    role = _role_interval_reason(len(ranked), role_envs)
+    if role:
+        summary[["role_rho_lower", "role_rho_upper"]] = np.nan
+    for name, value in {**later, "role_rho_reason": role, "role_rho_n_boot": n_boot,
+                        "role_min_envs_per_author": role_envs}.items():
+        summary[name] = [value]
     return df.sort_values(["solver_rank", "model"], na_position="last").reset_index(drop=True), summary
 
 

@@ -65,14 +65,31 @@ def lift_grid(pair, tests=None) -> str:
     return "\n".join(lines)
 
 
+def _interval(s, name: str) -> str:
+    """" [95% lower, upper]", or the reason the interval is withheld (summary rows without it: nothing)."""
+    reason = getattr(s, f"{name}_reason", None)
+    if isinstance(reason, str):
+        return f" (no interval: {reason})"
+    lo, hi = getattr(s, f"{name}_lower", None), getattr(s, f"{name}_upper", None)
+    return "" if lo is None else f" [95% {fmt(lo)}, {fmt(hi)}]"
+
+
 def transitivity_markdown(s) -> str:
     """The duel tournament's transitivity and the role separation, from one ``rankings_summary`` row."""
+    boot = getattr(s, "tournament_n_boot", None)
+    method = (f"\n\nIntervals: {s.tournament_interval_method}; {int(boot)} replicates; the fewest "
+              f"environments of an author: {int(s.tournament_min_envs_per_author)}. Duels: "
+              f"{s.tournament_decision_control}.") if boot is not None else ""
+    separated = ("\n* Bradley-Terry: a model or group never dropped a point to the rest (separated): its "
+                 "strength is set by the prior") if getattr(s, "bt_separated", None) is True else ""
     return (
         f"**Transitivity of the duel tournament** ({int(s.n_duels)} duels, {int(s.n_decisive_duels)} decisive; "
-        f"a tie counts half a win to each side)\n\n"
-        f"* cyclic triads c = {fmt(s.cyclic_triads)} of at most {fmt(s.cyclic_triads_max)}\n"
-        f"* Kendall's zeta = 1 - c/c_max = {fmt(s.kendall_zeta)} (1 = perfectly transitive)\n\n"
+        f"a tie counts half a win to each side){method}\n\n"
+        f"* cyclic triads c = {fmt(s.cyclic_triads)}{_interval(s, 'cyclic_triads')} of at most "
+        f"{fmt(s.cyclic_triads_max)}\n"
+        f"* Kendall's zeta = 1 - c/c_max = {fmt(s.kendall_zeta)}{_interval(s, 'kendall_zeta')} "
+        f"(1 = perfectly transitive){separated}\n\n"
         f"**Role separation** (solver rank vs author rank, {int(s.role_n_models)} models)\n\n"
-        f"* Spearman rho = {fmt(s.role_rho)} [95% {fmt(s.role_rho_lower)}, {fmt(s.role_rho_upper)}], "
+        f"* Spearman rho = {fmt(s.role_rho)}{_interval(s, 'role_rho')}, "
         f"permutation p = {fmt(s.role_p_value, 3)} ({int(s.role_n_permutations)} permutations)\n"
     )

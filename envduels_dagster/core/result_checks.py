@@ -55,6 +55,20 @@ def range_problems(df: pd.DataFrame, key: str, col: str, lo: float, hi: float, a
         if bad.any() else []
 
 
+def _claimed_problems(df: pd.DataFrame, key: str, est: str, reason: str) -> list[str]:
+    """An interval with no reason must be set (no NaN where one is claimed); a withheld one must say why."""
+    lo, x = _num(df, f"{est}_lower"), _num(df, est)
+    no_reason = df[reason].isna().to_numpy()
+    out = []
+    bad = no_reason & ~np.isnan(x) & np.isnan(lo)
+    if bad.any():
+        out.append(f"{est} interval is NULL without {reason}: " + _examples(df, bad, key, [est]))
+    shown = ~no_reason & ~np.isnan(lo)
+    if shown.any():
+        out.append(f"{est} interval is set although {reason} withholds it: " + _examples(df, shown, key, [reason]))
+    return out
+
+
 def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, list[str]]:
     """Rules of tables ``rankings`` (one row per model) and ``rankings_summary`` (one row)."""
     n = len(table)
@@ -67,8 +81,11 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
               "bt_strength"]
     pairs = [(s, f"{s}_lower", f"{s}_upper") for s in scores if s in table]
     pairs += [(s, f"{s}_ci_lower", f"{s}_ci_upper") for s in scores if f"{s}_ci_lower" in table]
-    pairs += [(f"{s}_rank", f"{s}_rank_lower", f"{s}_rank_upper") for s in ("solver", "author") if f"{s}_rank" in table]
+    pairs += [(f"{s}_rank", f"{s}_rank_lower", f"{s}_rank_upper") for s in ("solver", "author", "bt")
+              if f"{s}_rank_lower" in table]
     out["intervals_ordered"] = interval_problems(table, "model", pairs)
+    if "bt_strength_reason" in table:  # the environment-level BT interval: shown, or withheld with a reason
+        out["no_nan_published"] += _claimed_problems(table, "model", "bt_strength", "bt_strength_reason")
     for s in ("solver_score", "bt_strength"):  # every model solves and duels: these are always published
         if s in table and np.isnan(_num(table, s)).any():
             out["no_nan_published"].append(f"{s} is NaN: " + _examples(table, np.isnan(_num(table, s)), "model", [s]))
@@ -96,6 +113,18 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
             out["sample_sizes_reported"].append(f"rankings_summary.{col} = {v} (expected >= {minimum})")
     if s.get("n_models") is not None and not pd.isna(s.get("n_models")) and int(s["n_models"]) != n:
         out["sample_sizes_reported"].append(f"rankings_summary.n_models = {s['n_models']} but rankings has {n} rows")
+    one = summary.assign(row="summary")
+    claimed = [(f, f"{f}_lower", f"{f}_upper") for f in ("kendall_zeta", "cyclic_triads", "role_rho")
+               if f"{f}_lower" in one]
+    out["intervals_ordered"] += interval_problems(one, "row", claimed)
+    for f, reason in (("kendall_zeta", "kendall_zeta_reason"), ("cyclic_triads", "cyclic_triads_reason"),
+                      ("role_rho", "role_rho_reason")):
+        if reason in one:
+            out["no_nan_published"] += _claimed_problems(one, "row", f, reason)
+    for f, lo, hi in (("kendall_zeta", 0, 1), ("role_rho", -1, 1)):
+        for c in (f, f"{f}_lower", f"{f}_upper"):
+            if c in one:
+                out["no_nan_published"] += range_problems(one, "row", c, lo, hi)
     for col in ("role_p_value",):
         v = s.get(col)
         if v is not None and not pd.isna(v) and not 0 < float(v) <= 1:

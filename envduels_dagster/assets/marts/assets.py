@@ -28,7 +28,7 @@ MARTS = [dg.AssetKey(name) for name in ("env_solver_stats", "pair_lift", "duels"
 
 
 class RankingsConfig(dg.Config):
-    n_boot: int = 1000  # cluster-bootstrap replicates (environments resampled within author)
+    n_boot: int = 1000  # cluster-bootstrap replicates (environments resampled within author; duels re-decided)
     seed: int = 0
     bt_prior: float = 0.5  # virtual tied games per pair in the Bradley-Terry fit
     n_perm: int = 10000  # permutations for the role-separation p-value (exact up to 8 models)
@@ -64,10 +64,12 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
     tags={"layer": "analysis"},
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
-                "paired), Bradley-Terry strengths of the duels with bootstrap intervals, transitivity of the duel "
-                "tournament (cyclic triads, Kendall's zeta) and role separation (solver rank vs author rank, "
-                "permutation p-value); the metadata's author x solver lift grid decides \"lift > 0\" per pair by a "
-                "one-sided t test over environments under Holm's control (named in the metadata). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
+                "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
+                "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "
+                "by the duels mart's Welch rule per replicate; withheld with a reason below the stated minimum), and "
+                "role separation (solver rank vs author rank, permutation p-value); the metadata's author x solver "
+                "lift grid decides \"lift > 0\" per pair by a one-sided t test over environments under Holm's "
+                "control (named in the metadata). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
                 "Rounds used: one, DuelSettings.rankings_round (default 0 = the benchmark, original authoring); "
                 "the marts are per round and never pooled.",
 )
@@ -115,7 +117,11 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         "role_rho": finite_or_none(s.role_rho),
         "role_p_value": finite_or_none(s.role_p_value),
         "n_boot": config.n_boot,
+        "tournament_interval": (s.bt_interval_reason if isinstance(s.bt_interval_reason, str)
+                                else s.tournament_interval_method),
     }
+    if s.bt_separated is not None:
+        metadata["bt_separated"] = bool(s.bt_separated)
     if skill and not math.isnan(s.skill_order_kendall_tau):
         metadata["skill_order_kendall_tau"] = float(s.skill_order_kendall_tau)
     return dg.MaterializeResult(metadata=metadata)

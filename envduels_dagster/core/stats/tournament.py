@@ -95,7 +95,11 @@ def bradley_terry_fit(wins: np.ndarray, prior: float = 0.0, max_iter: int = 200,
 
 def bradley_terry_bootstrap(duels: pd.DataFrame, models: list[str], n_boot: int = 1000, prior: float = 0.5,
                             seed: int = 0) -> np.ndarray:
-    """(n_boot, M) log-strengths refitted on duels resampled with replacement."""
+    """(n_boot, M) log-strengths refitted on duels resampled with replacement.
+
+    A secondary, not used by the rankings: it treats the duels as independent draws and ignores how close
+    each decision was. The rankings' intervals re-decide every duel per environment replicate instead
+    (``core.rankings_tournament``)."""
     rng = np.random.default_rng(seed)
     out = np.full((n_boot, len(models)), np.nan)
     if duels.empty:
