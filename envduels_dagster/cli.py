@@ -154,26 +154,37 @@ def _default_cache():
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    """Import an EnvDuels export into the warehouse: all-or-nothing, each environment validated."""
-    import datetime as dt
-
+    """Import an EnvDuels export through Dagster: checked here first (bad input: exit 2, nothing written), then
+    staged under ENVDUELS_HOME and materialized by an ``import_job`` run as author partition ``import:<name>``."""
     from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.validation import validate_environment
-    from envduels_dagster.core.warehouse import environments_frame, replace_rows
-    from envduels_dagster.settings import warehouse
+    from envduels_dagster.core.imports import import_name_for, import_partition, namespaced, stage_export
+    from envduels_dagster.importing import run_import
+    from envduels_dagster.settings import envduels_home
 
     specs = load_export(args.path)  # raises before anything is written
-    if args.author:
-        specs = [s.model_copy(update={"author": args.author}) for s in specs]
-    checked = [asyncio.run(validate_environment(s)) for s in specs]
-    df = environments_frame(checked, "imported", dt.datetime.now(dt.UTC).replace(tzinfo=None))
-    with warehouse().connect() as conn:
-        replace_rows(conn, "environments", df, {"env_id": [s.env_id for s in checked]})
-    for s in checked:
-        out = {"env_id": s.env_id, "author": s.author, "valid": s.valid, "reason": s.reject_reason}
-        print(json.dumps(out) if args.json else f"{s.env_id} ({s.author}): "
-              + ("valid" if s.valid else f"REJECTED: {s.reject_reason}"))
+    name = import_name_for(specs, args.path, args.author)
+    partition = import_partition(name)
+    namespaced(specs, partition)  # ids that clash once namespaced are refused here, before anything is written
+    staged = stage_export(specs, envduels_home(), name)
+    run = run_import(partition, staged)
+    if not run.success:
+        raise ImportRunFailed(f"run {run.run_id} of job import_job for {partition} failed: {run.error}; see the run "
+                              f"in the Dagster UI (envduels ui, DAGSTER_HOME={run.dagster_home})")
+    for v in run.verdicts:
+        out = {"env_id": v["env_id"], "author": partition, "valid": v["valid"], "reason": v["reason"]}
+        print(json.dumps(out) if args.json else f"{v['env_id']}: "
+              + ("valid" if v["valid"] else f"REJECTED: {v['reason']}"))
+    summary = (f"imported {run.num_rows} environment(s), {run.valid} valid, as author {partition} in Dagster run "
+               f"{run.run_id} (job import_job, DAGSTER_HOME={run.dagster_home})\n"
+               f"see it in the UI (envduels ui): Runs, or asset authored_environments, partition {partition}; the "
+               "envduels_requests sensor has every registry model play it (by hand: materialize duel_episodes, "
+               f"partitions {partition}|<model>)")
+    print(summary, file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+class ImportRunFailed(RuntimeError):
+    pass
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -249,9 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--transcript", action="store_true", help="include the transcript in --json output")
         p.set_defaults(func=func)
 
-    p = add("import", help="import an EnvDuels export directory into the warehouse (validated)")
+    p = add("import", help="import an EnvDuels export directory through Dagster (author partition import:NAME)")
     p.add_argument("path")
-    p.add_argument("--author", help="record the environments under this author instead of the manifest's")
+    p.add_argument("--author", metavar="NAME", help="import as author partition import:NAME (default: the "
+                   "manifest's author when all environments share one, else the directory's name)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_import)
 

@@ -24,6 +24,7 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
     from pydantic import ValidationError
 
     from envduels_dagster.core.export_format import ExportFormatError
+    from envduels_dagster.core.imports import ImportInputError
     from envduels_dagster.core.registry import RegistryError
     from envduels_dagster.core.replies import AuthorReplyError
     from envduels_dagster.core.training_export import ExportIntegrityError
@@ -37,6 +38,10 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
         return f"registry error: {text}", EXIT_BAD_INPUT
     if isinstance(exc, ExportFormatError):
         return f"{getattr(args, 'path', '')}: bad export: {text}; fix the export and run again", EXIT_BAD_INPUT
+    if isinstance(exc, ImportInputError):
+        return f"{getattr(args, 'path', '')}: cannot import: {text}", EXIT_BAD_INPUT
+    if type(exc).__name__ == "ImportRunFailed":
+        return f"import failed: {text}", EXIT_FAILED
     if isinstance(exc, ExportIntegrityError):
         return f"export integrity: {text}", EXIT_FAILED
     if isinstance(exc, AuthorReplyError):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dagster as dg
 
 from envduels_dagster.assets.registry.partitions import solver_partitions
+from envduels_dagster.assets.shared import AFTER_CHECKED_TRAINING_SET
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
 
 __all__ = ["ON_NEW_PASSING_SET", "PUBLISHED_IO_MANAGER_KEY", "RANKINGS", "TRAINING_SET", "PublishedTableIOManager",
@@ -39,15 +40,9 @@ RANKINGS = dg.AssetSpec("rankings", group_name="envduels",
 
 # Fire once per new training set that passed its blocking checks: the set's data version must have
 # changed (an unchanged re-materialization keeps its version, so it triggers nothing), and its
-# blocking checks must have passed (plain eager() waits for materializations, not checks).
-ON_NEW_PASSING_SET = (
-    dg.AutomationCondition.any_deps_match(dg.AutomationCondition.data_version_changed()).since(
-        dg.AutomationCondition.newly_requested() | dg.AutomationCondition.newly_updated())
-    & dg.AutomationCondition.all_deps_blocking_checks_passed()
-    & ~dg.AutomationCondition.any_deps_missing()
-    & ~dg.AutomationCondition.any_deps_in_progress()
-    & ~dg.AutomationCondition.in_progress()
-).with_label("new passing EnvDuels training set")
+# blocking checks must have passed (plain eager() waits for materializations, not checks). The
+# producer's own export follows its training sets by the same condition.
+ON_NEW_PASSING_SET = AFTER_CHECKED_TRAINING_SET
 
 
 def resources(root: str = "") -> dict[str, object]:

@@ -43,6 +43,8 @@ def describe(defs) -> dict:
             "automation_condition": _condition(node.automation_condition),
             "kinds": sorted(node.kinds),
             "owners": list(node.owners),
+            # dbt models: dagster-dbt's checksum of the SQL (it changes with every edit, so not spelled out here)
+            "code_version": "dbt checksum" if "dbt" in node.kinds and node.code_version else node.code_version,
         }
     checks = {}
     for key in sorted(graph.asset_check_keys, key=lambda k: k.to_user_string()):

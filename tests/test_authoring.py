@@ -197,3 +197,48 @@ def test_unparsable_sim_reply_in_a_batch_is_rejected_not_raised(sim_registry, tm
     spec = spec_from_reply("novice", no_code[0], replies[no_code[0]], [0, 1])
     assert spec.valid is False
     assert spec.reject_reason == "unparsable author reply: reply contains no ```python code block"
+
+
+STDLIB_STYLE = '''from __future__ import annotations
+
+import statistics
+from fractions import Fraction
+
+
+class MeanGame:
+    """Guess the mean of three numbers, as a fraction."""
+
+    def __init__(self, max_turns: int = 2) -> None:
+        self.max_turns = max_turns
+
+    def reset(self, seed: int) -> tuple[str, dict]:
+        self.values = [seed % 5, seed % 7, seed % 11]
+        self.answer = str(Fraction(sum(self.values), 3))
+        return f"Numbers: {self.values}. Their mean as a fraction?", {}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        ok = self.answer in action
+        return ("right" if ok else "wrong"), float(ok), ok, not ok, {"median": statistics.median(self.values)}
+
+    def reference_actions(self, seed: int) -> list[str]:
+        values = [seed % 5, seed % 7, seed % 11]
+        return [str(Fraction(sum(values), 3))]
+'''
+
+
+def test_the_prompt_states_what_the_sandbox_allows_and_such_code_validates():
+    """The brief quotes the sandbox's own sentence; code using modules it names (statistics, fractions,
+    ``from __future__``) validates, so an author that follows the brief is not rejected for it."""
+    from envduels_dagster.core.protocol import EnvironmentSpec
+    from envduels_dagster.core.sandbox import ALLOWED_MODULES_SENTENCE
+    from envduels_dagster.core.validation import validate_environment
+
+    (_, user) = author_messages(0, 3)
+    assert ALLOWED_MODULES_SENTENCE in user["content"]
+    assert all(name in ALLOWED_MODULES_SENTENCE for name in ("statistics", "fractions", "__future__"))
+    assert "random, re, math, itertools, collections, ...)" not in user["content"]
+    spec = EnvironmentSpec(env_id="mean", author="a", class_name="MeanGame", max_turns=2, source=STDLIB_STYLE,
+                           hint="", benchmark_seeds=[0, 1, 2, 3])
+    checked = asyncio.run(validate_environment(spec))
+    assert checked.valid, checked.reject_reason
+    assert checked.winnability == "proven"

@@ -94,5 +94,14 @@ def test_the_snapshot_names_every_area_and_the_published_sensors_and_schedules()
     assert set(snap["schedules"]) == set()  # stale partitions are found by envduels_requests
     assert snap["jobs"]["author_job"] == ["authored_environments"] and snap["jobs"]["pair_job"] == ["duel_episodes"]
     assert set(snap["jobs"]) == {"author_job", "pair_job", "hardened_r1_job", "pairs_r1_job", "downstream_job",
-                                 "learner_job", "studies_job"}
+                                 "learner_job", "studies_job", "import_job"}
+    assert snap["jobs"]["import_job"] == ["authored_environments"]  # envduels import: partition import:<name>
     assert all(c["blocking"] for k, c in snap["asset_checks"].items() if k.startswith(("training_set", "training_export")))
+
+
+def test_every_asset_has_a_code_version():
+    """A constant per Python asset, bumped when its logic changes (docs/DECISIONS.md, "Code and data versions");
+    dbt models carry dagster-dbt's checksum of their SQL. Without one Dagster versions every run as new."""
+    snap = json.loads(SNAPSHOT.read_text())
+    missing = sorted(k for k, a in snap["assets"].items() if not a["code_version"])
+    assert not missing, f"assets without code_version=...: {missing}"

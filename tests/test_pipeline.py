@@ -76,11 +76,20 @@ def test_pair_lift_equals_recomputation_from_episodes(pipeline):
         assert is_self == (author == solver)
 
 
+def data_version(instance, key: dg.AssetKey, partition: str) -> str:
+    """The data version Dagster recorded for the latest materialization of ``key`` [partition]."""
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]),
+                                              limit=1).records
+    return records[0].asset_materialization.tags["dagster/data_version"]
+
+
 def test_rematerializing_a_pair_replaces_its_rows(pipeline):
     instance, resources, db = pipeline
     from envduels_dagster.assets.duels.assets import duel_episodes
 
     sql = "SELECT count(*), count(DISTINCT (env_id, condition, seed)) FROM episodes WHERE author=? AND solver=?"
+    key = pair_key("novice", "oracle")
+    version = data_version(instance, duel_episodes.key, key)
     before_total = query(db, "SELECT count(*) FROM episodes")[0][0]
     before = query(db, sql, ("novice", "oracle"))[0]
     result = dg.materialize([duel_episodes], instance=instance, resources=resources,
@@ -89,6 +98,8 @@ def test_rematerializing_a_pair_replaces_its_rows(pipeline):
     after = query(db, sql, ("novice", "oracle"))[0]
     assert after == before and after[0] == after[1] > 0  # same rows, no duplicates
     assert query(db, "SELECT count(*) FROM episodes")[0][0] == before_total
+    # replayed from the call cache: the same content, so the same data version (nothing downstream is stale)
+    assert data_version(instance, duel_episodes.key, key) == version
 
 
 def test_rejected_environments_have_reasons_and_no_episodes(pipeline):
@@ -149,3 +160,37 @@ def test_training_exports_and_lift_learning_study_are_published(pipeline):
     rows = query(db, "SELECT learner, author, gain FROM lift_learning")
     assert {(lr, a) for lr, a, _ in rows} == {(lr, a) for lr in MODELS for a in MODELS if lr != a}
     assert all(-1 <= g <= 1 for *_, g in rows)
+
+
+def table_assets(defs) -> list[dg.AssetKey]:
+    """Every asset of the code location that writes a warehouse table (kind ``duckdb``): a new one joins."""
+    graph = defs.resolve_asset_graph()
+    return sorted((k for k in graph.get_all_asset_keys() if graph.get(k).is_materializable
+                   and "duckdb" in graph.get(k).kinds), key=lambda k: k.to_user_string())
+
+
+def test_every_table_asset_reports_dagster_standard_table_metadata(pipeline):
+    """Each table asset's latest materialization (per partition) names its table, gives its columns, and
+    counts its rows; per table, those counts add up to the rows the warehouse holds."""
+    from envduels_dagster.assets.shared import TABLE_METADATA_KEYS
+    from envduels_dagster.definitions import build_definitions
+
+    instance, _, db = pipeline
+    keys = table_assets(build_definitions())
+    assert {"model_registry", "duel_episodes", "pair_lift", "training_set", "rankings"} <= {k.path[-1] for k in keys}
+    rows_by_table: dict[str, int] = {}
+    for key in keys:
+        latest: dict[str | None, dict] = {}  # partition -> metadata of its newest materialization
+        for record in instance.fetch_materializations(key, limit=10_000).records:  # newest first
+            latest.setdefault(record.partition_key, record.asset_materialization.metadata)
+        assert latest, f"{key.to_user_string()} was never materialized"
+        for partition, md in latest.items():
+            missing = [k for k in TABLE_METADATA_KEYS if k not in md]
+            assert not missing, f"{key.to_user_string()}[{partition}] lacks {missing}"
+            name = md["dagster/table_name"].value
+            columns = {c.name for c in md["dagster/column_schema"].schema.columns}
+            described = {r[0] for r in query(db, f"DESCRIBE {name}")}
+            assert described and described <= columns, (key, name)  # a published snapshot adds provenance
+            rows_by_table[name] = rows_by_table.get(name, 0) + md["dagster/row_count"].value
+    for name, n in rows_by_table.items():
+        assert query(db, f"SELECT count(*) FROM {name}")[0][0] == n, name

@@ -84,26 +84,33 @@ def test_tampered_export_fails_the_export_checks(published):
 
 
 def test_automation_never_exports_a_training_set_whose_blocking_check_failed(published):
-    """Through Dagster's own automation evaluation: the export's condition waits for passing blocking checks."""
+    """Through Dagster's own automation evaluation: the export's condition waits for passing blocking checks
+    and for new content (an unchanged set keeps its data version)."""
     instance, resources, latest, first_version = published
     defs = dg.Definitions(assets=[training_set, training_export], asset_checks=[training_set_checks],
                           resources=resources)
     first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     assert first.total_requested == 0  # the export is current
 
-    # a passing training set re-materialized by hand: the export is requested
+    # the published (passing) set re-materialized by hand, unchanged: same data version, nothing requested
     assert dg.materialize([training_set, training_set_checks], instance=instance, resources=resources,
                           partition_key="novice").success
-    ok = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
-    assert ok.get_requested_partitions(training_export.key) == {"novice"}
+    same = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+    assert same.get_requested_partitions(training_export.key) == set()
 
     # a training set whose blocking check fails, materialized by hand: nothing is requested, now or later
     checked = dg.materialize([corrupted(), training_set_checks], instance=instance, resources=resources,
                              partition_key="novice", raise_on_error=False)
     assert "no_self_authored_environments" in {e.check_name for e in checked.get_asset_check_evaluations()
                                                 if not e.passed}
-    bad = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=ok.cursor)
+    bad = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=same.cursor)
     assert bad.get_requested_partitions(training_export.key) == set()
     again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=bad.cursor)
     assert again.get_requested_partitions(training_export.key) == set()
     assert latest.resolve() == first_version
+
+    # a passing set again (new content after the failed one): the export is requested
+    assert dg.materialize([training_set, training_set_checks], instance=instance, resources=resources,
+                          partition_key="novice").success
+    ok = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=again.cursor)
+    assert ok.get_requested_partitions(training_export.key) == {"novice"}

@@ -91,13 +91,16 @@ def test_solver_reads_hint_and_first_observation_from_the_request():
 
 
 def test_cache_keys_and_prompt_text_are_unchanged():
-    """Golden keys computed with the code before the contract existed (same registry fields)."""
+    """Golden keys computed with the code before the contract existed (same registry fields).
+
+    The authoring key changed once on purpose since: the brief quotes the sandbox's
+    ALLOWED_MODULES_SENTENCE (issue 21; effect on the demo in docs/DECISIONS.md). The digest's did not."""
     def key(msgs, seed):
         return request_key({"model": "envduels-sim/expert", "api_base": None, "version": "1", "temperature": 0.0,
                             "max_tokens": 1024, "seed": seed, "messages": msgs})
 
     prompt = author_messages(2, 6)
-    assert key(prompt, 2) == key(list(prompt), 2) == "b458376f103288fc9da019bff456849e583573f3b930c23ee1a0441e76a7f63a"
+    assert key(prompt, 2) == key(list(prompt), 2) == "ae4f8380dd24b6076e1e577ff745f0a22760f70f33f1a96da84da9d79652576a"
     parent = EnvironmentSpec(env_id="expert.r0.1.abcd", author="expert", class_name="C", max_turns=5,
                              source="class C: pass\n", hint="h", valid=True,
                              author_meta={"family": "maze", "difficulty": 0.7})

@@ -69,7 +69,8 @@ def test_an_export_with_64_bit_seeds_round_trips_through_import_sandbox_and_expo
     out = subprocess.run([sys.executable, "-m", "envduels_dagster.cli", "import", str(root), "--json"],
                          capture_output=True, text=True, env={**os.environ, "ENVDUELS_HOME": str(envduels_home)})
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"env_id": "echo", "author": "ext", "valid": True, "reason": None}
+    assert json.loads(out.stdout) == {"env_id": "import:ext.echo", "author": "import:ext", "valid": True,
+                                      "reason": None}
     with duckdb.connect(str(envduels_home / "warehouse.duckdb")) as conn:
         (dtype,) = conn.execute("SELECT data_type FROM information_schema.columns WHERE table_name = "
                                 "'environments' AND column_name = 'benchmark_seeds'").fetchone()

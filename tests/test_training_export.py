@@ -169,10 +169,11 @@ def test_good_import_validates_and_lands_in_the_warehouse(tmp_path, envduels_hom
                          capture_output=True, text=True, env={**os.environ, "ENVDUELS_HOME": str(envduels_home)})
     assert out.returncode == 0, out.stderr
     report = [json.loads(line) for line in out.stdout.splitlines()]
-    assert report == [{"env_id": "p", "author": "ext", "valid": True, "reason": None}]
+    # Through a Dagster run (tests/test_imports.py): the manifest's author becomes partition import:ext.
+    assert report == [{"env_id": "import:ext.p", "author": "import:ext", "valid": True, "reason": None}]
     with duckdb.connect(str(envduels_home / "warehouse.duckdb"), read_only=True) as conn:
         row = conn.execute("SELECT env_id, author, hint, valid, benchmark_seeds FROM environments").fetchall()
-    assert row == [("p", "ext", "h", True, [0, 1])]
+    assert row == [("import:ext.p", "import:ext", "h", True, [0, 1])]
 
 
 def test_lift_learning_study_trains_on_hints_and_measures_gain_on_held_out_games():

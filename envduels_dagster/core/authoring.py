@@ -12,6 +12,7 @@ from envduels_dagster.core.models.contract import AuthorRequest, Prompt
 from envduels_dagster.core.models.types import ChatGateway
 from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, sha256_text
 from envduels_dagster.core.replies import AuthorReplyError, ParsedReply, parse_author_reply
+from envduels_dagster.core.sandbox.limits import ALLOWED_MODULES_SENTENCE
 
 __all__ = ["AUTHOR_BRIEF", "AUTHOR_SYSTEM_PROMPT", "AuthorReplyError", "ParsedReply", "author_environments",
            "author_messages", "make_env_id", "parse_author_reply", "spec_from_reply"]
@@ -31,7 +32,7 @@ Protocol (EnvDuels format v1):
   terminated=True and reward > 0. Stop with truncated=True after max_turns steps.
 - Define reference_actions(self, seed) -> list[str]: actions (without \\boxed{{}}) that win the game for
   that seed within max_turns. It proves your environment is winnable on seeds {seeds}.
-- Standard library only (random, re, math, itertools, collections, ...). No files, network or processes.
+- {allowed}
 
 What makes a good environment: a capable player usually FAILS it cold but PASSES it when given your
 hint. The hint must reveal useful structure, never the literal answer.
@@ -47,7 +48,8 @@ Environment slot: {slot} of {count}
 def author_messages(slot: int, count: int, domain: str = "any domain you like",
                     seeds: list[int] | tuple[int, ...] = DEFAULT_SEEDS) -> Prompt:
     """The authoring request: the brief as text, and the same request as data (``AuthorRequest``)."""
-    user = AUTHOR_BRIEF.format(domain=domain, slot=slot, count=count, seeds=list(seeds))
+    user = AUTHOR_BRIEF.format(domain=domain, slot=slot, count=count, seeds=list(seeds),
+                               allowed=ALLOWED_MODULES_SENTENCE)
     return Prompt([{"role": "system", "content": AUTHOR_SYSTEM_PROMPT}, {"role": "user", "content": user}],
                   AuthorRequest(slot=slot, count=count, domain=domain, seeds=tuple(seeds)))
 

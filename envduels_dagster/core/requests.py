@@ -82,13 +82,14 @@ def _pairs_with(models: Sequence[str], involved: set[str]) -> tuple[Partition, .
 
 
 def plan_new_models(request_id: str, new: Sequence[str], models: Sequence[str], rounds: int,
-                    panel_mode: str = "frozen", studies: bool = True) -> RequestPlan:
+                    panel_mode: str = "frozen", studies: bool = True, imported: Sequence[str] = ()) -> RequestPlan:
     """Every configured round for the newcomers, in order, then one downstream refresh.
 
     Round r: the newcomers author (round 0) or harden (r >= 1) their environments, then every pair
     involving a newcomer is played. With ``panel_mode="live"`` the other authors' rounds >= 1 are
     re-hardened too (their digests were written without the newcomers' play) and all their round-r
-    pairs replayed; with ``"frozen"`` they are kept as written.
+    pairs replayed; with ``"frozen"`` they are kept as written. ``imported`` authors (``import:<name>``,
+    no model) have round-0 environments only: each newcomer plays them in round 0 as a solver.
     """
     if panel_mode not in PANEL_MODES:
         raise ValueError(f"panel mode {panel_mode!r} is not one of {PANEL_MODES}")
@@ -100,7 +101,8 @@ def plan_new_models(request_id: str, new: Sequence[str], models: Sequence[str], 
     for r in range(rounds + 1):
         authors = list(new) if (r == 0 or panel_mode == "frozen") else list(models)
         involved = fresh if (r == 0 or panel_mode == "frozen") else set(models)
-        stages += [Stage("authors", r, tuple(authors)), Stage("pairs", r, _pairs_with(models, involved))]
+        extra = tuple(pair_partition(a, s) for a in imported for s in new) if r == 0 else ()
+        stages += [Stage("authors", r, tuple(authors)), Stage("pairs", r, _pairs_with(models, involved) + extra)]
     reason = f"new models {', '.join(new)} ({panel_mode} panel)"
     return RequestPlan(request_id, reason, tuple(stages + _tail(models, studies)))
 
@@ -111,8 +113,11 @@ def plan_stale(request_id: str, stale_authors: Iterable[str], stale_pairs: Itera
 
     A re-authored model's later rounds descend from new parents, so they are redone too (its round-r
     hardening and its round-r pairs as author); a stale pair's solver changed, so its later-round
-    counterparts are replayed. None when nothing is stale.
+    counterparts are replayed. An imported author's pairs (``import:<name>``) exist in round 0 only.
+    None when nothing is stale.
     """
+    from envduels_dagster.core.imports import is_import
+
     authors = sorted(set(stale_authors))
     pairs = sorted(set(stale_pairs) | {(a, s) for a in authors for s in models})
     if not authors and not pairs:
@@ -121,9 +126,20 @@ def plan_stale(request_id: str, stale_authors: Iterable[str], stale_pairs: Itera
     for r in range(rounds + 1):
         if authors:
             stages.append(Stage("authors", r, tuple(authors)))
-        stages.append(Stage("pairs", r, tuple(pair_partition(a, s) for a, s in pairs)))
+        if played := tuple(pair_partition(a, s) for a, s in pairs if r == 0 or not is_import(a)):
+            stages.append(Stage("pairs", r, played))
     reason = f"stale: {len(authors)} authors, {len(pairs)} pairs"
     return RequestPlan(request_id, reason, tuple(stages + _tail(models, studies)))
+
+
+def plan_import(request_id: str, author: str, models: Sequence[str], studies: bool = True) -> RequestPlan:
+    """An imported export landed (``authored_environments[import:<name>]``): every registry model plays it.
+
+    Only round 0 and only as author: an import has no model, so it neither solves nor hardens; its pairs
+    are ``author x model`` for every registry model, then the downstream refresh.
+    """
+    return RequestPlan(request_id, f"import {author}",
+                       (Stage("pairs", 0, tuple(pair_partition(author, s) for s in models)), *_tail(models, studies)))
 
 
 def plan_refresh(request_id: str, models: Sequence[str], why: str, studies: bool = True) -> RequestPlan:
@@ -188,6 +204,7 @@ class RequestBook:
     finished: list[str] = dataclasses.field(default_factory=list)  # newest last, bounded
     last_stale_check: float = 0.0
     refreshed_through: float = 0.0  # newest pair materialization the last downstream refresh covered
+    imports: dict[str, float] = dataclasses.field(default_factory=dict)  # import partition -> landing planned
     counter: int = 0
 
     KEEP_FINISHED = 200

@@ -31,14 +31,20 @@ def stale_plan(versions: Mapping[str, str], seeds: list[int],
     ``author_state[a]`` = (author versions, seed lists) found in the author's environments;
     ``pair_state[(a, s)]`` = (author versions of the played environments, solver versions) in its episodes.
     An author is stale when its version or seeds changed; a pair when its author or solver changed.
-    Models absent from ``versions`` (removed from the registry) are left alone.
+    Models absent from ``versions`` (removed from the registry) are left alone. An imported author
+    (``import:<name>``) has no registry version and keeps its export's seeds: it is never stale itself,
+    but its pair with a solver whose version changed is.
     """
+    from envduels_dagster.core.imports import is_import
+
     want_seeds = tuple(seeds)
     stale_authors = sorted(a for a, (vers, seed_sets) in author_state.items()
                            if a in versions and (vers != {versions[a]} or seed_sets != {want_seeds}))
     stale_pairs = sorted((a, s) for (a, s), (author_vers, solver_vers) in pair_state.items()
-                         if a in versions and s in versions
-                         and (a in stale_authors or author_vers != {versions[a]} or solver_vers != {versions[s]}))
+                         if s in versions and (
+                             (a in versions and (a in stale_authors or author_vers != {versions[a]}
+                                                 or solver_vers != {versions[s]}))
+                             or (is_import(a) and solver_vers != {versions[s]})))
     return stale_authors, stale_pairs
 
 

@@ -261,3 +261,35 @@ def episodes_frame(records, max_turns: dict[str, int], solver_version: str, now,
 
 def _columns(table: str) -> list[str]:
     return [c.strip() for c in SCHEMA[table].split(",") if c.strip()]
+
+
+def describe_table(conn, table: str, where: dict[str, object] | None = None) -> tuple[str, list[tuple[str, str]], int]:
+    """``table`` as it is in the warehouse: its qualified name (``<catalog>.<schema>.<table>``, as a reader
+    of this warehouse names it), its columns with their DuckDB types, and how many rows match ``where``
+    (a partition's rows; all rows if None)."""
+    catalog, schema = conn.execute("SELECT current_database(), current_schema()").fetchone()
+    columns = [(str(name), str(ctype)) for name, ctype, *_ in conn.execute(f"DESCRIBE {table}").fetchall()]
+    clause, params = _where(where)
+    (rows,) = conn.execute(f"SELECT count(*) FROM {table} WHERE {clause}", params).fetchone()
+    return f"{catalog}.{schema}.{table}", columns, int(rows)
+
+
+# Columns that record how a run went (when, how fast, what the call cache served, transport retries),
+# not what it produced: a table's content version leaves them out, so replaying an unchanged pair from
+# the call cache keeps its version and marks nothing downstream as changed.
+RUN_COLUMNS = {"environments": ("materialized_at",),
+               "episodes": ("materialized_at", "latency_s", "cached_calls", "retries", "retry_errors")}
+
+
+def content_hash(conn, table: str, where: dict[str, object] | None = None) -> str:
+    """A hash of the rows of ``table`` matching ``where``, in no particular order, run columns excluded:
+    equal content, equal hash (computed in DuckDB, nothing is loaded into Python)."""
+    present = {str(r[0]) for r in conn.execute(f"DESCRIBE {table}").fetchall()}
+    run = [c for c in RUN_COLUMNS.get(table, ()) if c in present]
+    body = f"* EXCLUDE ({', '.join(run)})" if run else "*"
+    clause, params = _where(where)
+    (digest,) = conn.execute(
+        "SELECT md5(coalesce(string_agg(r, chr(10) ORDER BY r), '')) FROM "
+        f"(SELECT CAST(to_json(t) AS VARCHAR) AS r FROM (SELECT {body} FROM {table} WHERE {clause}) AS t)",
+        params).fetchone()
+    return str(digest)[:16]

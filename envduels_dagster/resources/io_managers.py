@@ -12,7 +12,6 @@ the published copy. Metadata: ``dagster/uri``, ``dagster/row_count``, ``dagster/
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 
@@ -21,20 +20,6 @@ PUBLISHED_IO_MANAGER_KEY = "envduels_published"
 
 def column_schema(columns: list[tuple[str, str]]) -> dg.TableSchema:
     return dg.TableSchema(columns=[dg.TableColumn(name, ctype) for name, ctype in columns])
-
-
-def table_metadata(table: str, df=None, columns: list[tuple[str, str]] | None = None,
-                   row_count: int | None = None) -> dict[str, Any]:
-    """Dagster's standard table metadata for warehouse table ``table`` (from ``df`` or the given figures)."""
-    if df is not None:
-        columns = columns or [(str(c), str(t)) for c, t in df.dtypes.items()]
-        row_count = len(df) if row_count is None else row_count
-    meta: dict[str, object] = {"dagster/table_name": f"warehouse.main.{table}"}
-    if row_count is not None:
-        meta["dagster/row_count"] = int(row_count)
-    if columns is not None:
-        meta["dagster/column_schema"] = column_schema(columns)
-    return meta
 
 
 class PublishedTableIOManager(dg.ConfigurableIOManager):

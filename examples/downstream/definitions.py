@@ -54,10 +54,14 @@ def trainer_ready_set(context: dg.AssetExecutionContext, config: TrainerReadyCon
     })
 
 
-# Dagster's default automation sensor starts stopped; this location's runs.
+# Declarative automation across code locations: each location's automation sensor evaluates its own assets
+# (the target), and reads the other location's materializations, data versions and check results from the
+# shared instance. Dagster's default automation sensor starts stopped; this one runs, every 30 s unless
+# DOWNSTREAM_AUTOMATION_INTERVAL_S says otherwise (read when the location loads; the live test uses 5).
 automation = dg.AutomationConditionSensorDefinition(
     "downstream_automation", target=dg.AssetSelection.assets(trainer_ready_set),
-    default_status=dg.DefaultSensorStatus.RUNNING)
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=int(os.environ.get("DOWNSTREAM_AUTOMATION_INTERVAL_S") or 30))
 
 defs = dg.Definitions(assets=[consumer.TRAINING_SET, trainer_ready_set], sensors=[automation],
                       resources=consumer.resources())

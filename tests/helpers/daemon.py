@@ -96,14 +96,14 @@ def _dt(ts: float):
 
 
 class DagsterDev:
-    """``dagster dev -w workspace.yaml`` on 127.0.0.1 in its own process group."""
+    """``dagster dev -w workspace.yaml`` (or another workspace) on 127.0.0.1 in its own process group."""
 
-    def __init__(self, env: dict[str, str], log: Path):
+    def __init__(self, env: dict[str, str], log: Path, workspace: Path = REPO / "workspace.yaml"):
         self.port = free_port()
         self.log = log
         self._out = open(log, "w")
         self.proc = subprocess.Popen(
-            [str(BIN / "dagster"), "dev", "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(self.port)],
+            [str(BIN / "dagster"), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(self.port)],
             cwd=REPO, env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 180) -> None:
@@ -130,6 +130,20 @@ class DagsterDev:
 
 
 ACTIVE = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
+
+
+def wait_for_ticks(instance, sensor: str, after: float, n: int = 2, timeout_s: float = 180) -> int:
+    """Wait until the daemon finished ``n`` ticks of ``sensor`` that started after ``after`` (epoch s)."""
+    deadline = time.monotonic() + timeout_s
+    done = 0
+    while time.monotonic() < deadline:
+        states = [s for s in instance.all_instigator_state() if s.name == sensor]
+        ticks = [t for s in states for t in instance.get_ticks(s.instigator_origin_id, s.selector_id, after=after)]
+        done = sum(t.status.value != "STARTED" for t in ticks)  # SUCCESS, SKIPPED or FAILURE: evaluated
+        if done >= n:
+            return done
+        time.sleep(1)
+    raise AssertionError(f"{sensor}: {done} of {n} ticks after {after} within {timeout_s}s")
 
 
 def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float, first_run_timeout_s: float = 180):

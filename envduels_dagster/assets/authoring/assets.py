@@ -10,27 +10,32 @@ import asyncio
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from envduels_dagster.assets.authoring.imports import AuthoringConfig, materialize_import
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import models_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
 @dg.asset(
     partitions_def=models_partitions, deps=[model_registry], group_name="duel",
-    kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+    kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
     description="Environments written by one author (partition = author), validated in the sandbox. "
-                "Rejected environments are kept with their reason (table `environments`).",
+                "Rejected environments are kept with their reason (table `environments`). A partition "
+                "`import:<name>` holds an imported EnvDuels export instead (`envduels import`).",
 )
-def authored_environments(context: dg.AssetExecutionContext, gateway: GatewayResource,
+def authored_environments(context: dg.AssetExecutionContext, config: AuthoringConfig, gateway: GatewayResource,
                           sandbox: SandboxResource, settings: DuelSettings,
                           warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.imports import is_import
     from envduels_dagster.core.models import LLMError, run_and_close
     from envduels_dagster.core.registry import RegistryError
     from envduels_dagster.core.warehouse import environments_frame, replace_rows
 
     author = context.partition_key
+    if is_import(author):  # an imported export, not a model (core/imports.py)
+        return materialize_import(context, config, sandbox, warehouse)
     registry = gateway.registry()
     entry = registry.get(author)
     gw = gateway.gateway(registry)
@@ -50,7 +55,9 @@ def authored_environments(context: dg.AssetExecutionContext, gateway: GatewayRes
         replace_rows(conn, "environments", df, {"author": author, "round": 0})
     valid = int(df["valid"].sum())
     rejected = df[~df["valid"]][["env_id", "reject_reason"]]
-    return dg.MaterializeResult(metadata={
+    partition = {"author": author, "round": 0}
+    return dg.MaterializeResult(data_version=table_version(warehouse, "environments", where=partition), metadata={
+        **table_metadata(warehouse, "environments", partition),
         "num_rows": len(df),
         "valid": valid,
         "validity_rate": valid / len(df) if len(df) else 0.0,

@@ -15,14 +15,14 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import by_author, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
 @dg.asset(
     partitions_def=pair_partitions,
     deps=[model_registry, dg.AssetDep(authored_environments, partition_mapping=by_author)],
-    group_name="duel", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+    group_name="duel", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
     description="Episodes of one (author, solver) pair: every valid environment of the author x its benchmark "
                 "seeds x {cold, hinted}. Self pairs are played and flagged. Table `episodes`.",
 )
@@ -57,7 +57,11 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     solver_entry = registry.get(solver)
     with warehouse.get_connection() as conn:
         env_rows = read_table(conn, "environments", {"author": author, "round": round_})
-    author_version = registry.get(author).version
+    from envduels_dagster.core.imports import is_import
+
+    # An imported author has no model: its environments are current as imported (version = content digest).
+    author_version = (next(iter(set(env_rows["author_version"])), "") if is_import(author)
+                      else registry.get(author).version)
     current = environments_current(env_rows, author_version)
     upstream = "authored_environments" if round_ == 0 else f"hardened_environments_r{round_}"
     if env_rows.empty:
@@ -86,7 +90,9 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
                         utcnow(), {e.env_id: e.round for e in envs})
     with warehouse.get_connection() as conn:
         replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
-    return dg.MaterializeResult(metadata={
+    pair = {"author": author, "solver": solver, "round": round_}
+    return dg.MaterializeResult(data_version=table_version(warehouse, "episodes", where=pair), metadata={
+        **table_metadata(warehouse, "episodes", pair),
         "num_rows": len(df),
         "valid_envs": sum(e.valid for e in envs),
         "incomplete": int((df["status"] == "incomplete").sum()),

@@ -19,7 +19,7 @@ from typing import Any
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS
+from envduels_dagster.assets.shared import OWNERS, table_metadata, table_version
 from envduels_dagster.core.model_strings import sim_skill_ranks
 from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
 from envduels_dagster.resources import DuelSettings
@@ -62,7 +62,7 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
 
 @dg.asset(
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"},
+    tags={"layer": "analysis"}, code_version="1",
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
                 "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
                 "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "
@@ -102,6 +102,7 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     s = summary.iloc[0]
     transitivity = transitivity_markdown(s)
     metadata: dict[str, Any] = {
+        **table_metadata(warehouse, "rankings"),
         "rounds used": f"round {round_}" + (" (the benchmark: original authoring)" if round_ == 0 else
                                              f" (hardening round {round_})"),
         "round": round_,
@@ -124,12 +125,13 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         metadata["bt_separated"] = bool(s.bt_separated)
     if skill and not math.isnan(s.skill_order_kendall_tau):
         metadata["skill_order_kendall_tau"] = float(s.skill_order_kendall_tau)
-    return dg.MaterializeResult(metadata=metadata)
+    return dg.MaterializeResult(metadata=metadata,
+                                data_version=table_version(warehouse, "rankings", "rankings_summary"))
 
 
 @dg.asset(
     deps=["authored_environments"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"},
+    tags={"layer": "analysis"}, code_version="1",
     description="How similar environment designs are across authors (cosine of AST-shape n-gram tf-idf) against a "
                 "label-permutation null stratified by environment family (labels shuffled within family), per author "
                 "pair and overall (table `design_convergence`), and the "
@@ -160,6 +162,7 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
     pairs = table[table["scope"] != "overall"][["author_a", "author_b", "similarity", "null_lower", "null_upper",
                                                  "p_value"]]
     metadata: dict[str, Any] = {
+        **table_metadata(warehouse, "design_convergence"),
         "rounds used": f"round {settings.rankings_round}",
         "num_rows": len(table),
         "environments": len(envs),
@@ -173,4 +176,5 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
         metadata["cross_author_similarity"] = float(o.similarity)
         metadata["null_similarity"] = finite_or_none(o.null_mean)
         metadata["p_value"] = finite_or_none(o.p_value)
-    return dg.MaterializeResult(metadata=metadata)
+    return dg.MaterializeResult(metadata=metadata, data_version=table_version(
+        warehouse, "design_convergence", "design_convergence_clusters"))

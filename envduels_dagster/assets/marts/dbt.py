@@ -10,6 +10,13 @@ writes the same DuckDB file as the ``warehouse`` resource: the asset passes its 
 ``ENVDUELS_WAREHOUSE`` (read by ``dbt_project/profiles.yml``) through the invocation's own
 environment. dbt holds the file's write lock for the whole build, so do not run it
 concurrently with other writers.
+
+Standard table metadata: dagster-dbt's ``fetch_row_counts()`` / ``fetch_column_metadata()`` query
+through that in-process adapter, so they cannot work here. Instead the build's events are held
+until dbt exits (it holds the DuckDB lock until then; dagster-dbt does the same for DuckDB), and
+each model's materialization gets its row count, real column schema and table name read from the
+warehouse (:func:`with_table_metadata`). The definition-time schema comes from the manifest
+(dagster-dbt puts the documented columns in each spec's ``dagster/column_schema``).
 """
 
 import contextlib
@@ -22,7 +29,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.marts.dbt_cli import offline_dbt_executable
 from envduels_dagster.assets.marts.project import import_dagster_dbt, marts_project
-from envduels_dagster.assets.shared import OWNERS
+from envduels_dagster.assets.shared import OWNERS, table_metadata
 from envduels_dagster.resources.paths import lake_data_path, warehouse_file
 
 _dagster_dbt = import_dagster_dbt()
@@ -100,6 +107,37 @@ def build_dbt_marts() -> dg.AssetsDefinition:
         with tempfile.TemporaryDirectory(prefix="envduels-dbt-") as target:
             with _environment(**env, DBT_SEND_ANONYMOUS_USAGE_STATS="false"):
                 invocation = dbt.cli(["build"], context=context, target_path=Path(target))  # env read at launch
-            yield from invocation.stream()
+            yield from with_table_metadata(context, invocation.stream(), warehouse)
 
     return dbt_marts
+
+
+def with_table_metadata(context: dg.AssetExecutionContext, events, warehouse: DuckDBResource):
+    """``events`` in their order, once dbt has exited, each model's materialization carrying the standard
+    table metadata of its table (read from ``warehouse``). A failed build still reports what it built,
+    then fails the step with dbt's error."""
+    held, error = [], None
+    try:
+        held.extend(events)
+    except Exception as exc:  # dbt failed (a model or a test): its error is raised after the events
+        error = exc
+
+    def key_of(event) -> dg.AssetKey | None:
+        if isinstance(event, dg.AssetMaterialization):
+            return event.asset_key
+        return context.asset_key_for_output(event.output_name) if isinstance(event, dg.Output) else None
+
+    def table_of(key: dg.AssetKey) -> str:  # the model's relation, e.g. "warehouse"."main"."pair_lift"
+        relation = context.assets_def.specs_by_key[key].metadata.get("dagster/table_name") or key.path[-1]
+        return str(relation).split(".")[-1].strip('"')
+
+    keys = {key for key in map(key_of, held) if key is not None}
+    metadata = {}
+    if keys:
+        with warehouse.get_connection() as conn:
+            metadata = {key: table_metadata(conn, table_of(key)) for key in keys}
+    for event in held:
+        key = key_of(event)
+        yield event if key is None else event.with_metadata({**event.metadata, **metadata[key]})
+    if error is not None:
+        raise error

@@ -7,12 +7,12 @@ versions) a run used, and its checks catch a key pasted into the file before it 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS, markdown_table
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version
 from envduels_dagster.resources import GatewayResource
 
 
 @dg.asset(
-    group_name="registry", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "source"},
+    group_name="registry", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "source"}, code_version="1",
     description="Models in the registry file (ENVDUELS_REGISTRY): name, litellm model string, version, "
                 "provider pool and prices. Never holds keys, only the names of their variables.",
 )
@@ -26,7 +26,8 @@ def model_registry(gateway: GatewayResource, warehouse: DuckDBResource) -> dg.Ma
     df = pd.DataFrame([dump_entry(m) for m in registry.models])
     with warehouse.get_connection() as conn:
         replace_rows(conn, "model_registry", df)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=table_version(warehouse, "model_registry"), metadata={
+        **table_metadata(warehouse, "model_registry"),
         "num_rows": len(df),
         "registry_path": dg.MetadataValue.path(registry.path),
         "models": dg.MetadataValue.md(markdown_table(df[["name", "model", "version", "provider"]])),

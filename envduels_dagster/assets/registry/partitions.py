@@ -47,6 +47,13 @@ def register_models(instance: dg.DagsterInstance, names: list[str]) -> list[str]
     return new
 
 
+def register_import(instance: dg.DagsterInstance, partition: str) -> None:
+    """Add an import's author partition (``import:<name>``, core/imports.py) to the author side only: an
+    import has no model, so it is never a solver and its pairs are ``import:<name> x <model>``."""
+    if not instance.has_dynamic_partition(MODELS_PARTITION, partition):
+        instance.add_dynamic_partitions(MODELS_PARTITION, [partition])
+
+
 def add_requests(names: list[str]) -> list:
     """Sensor-side equivalent of ``register_models``."""
     return [models_partitions.build_add_request(names), solver_partitions.build_add_request(names)]

@@ -7,9 +7,10 @@ sensors and schedules could not. What a request contains and when a stage may st
 :mod:`envduels_dagster.core.requests`; this module reads run statuses and launches runs.
 
 Per tick: (1) models in the registry but not yet partitions open a request (registered in the same
-tick); (2) when no request is open, stale partitions are looked for at most every
-ENVDUELS_STALE_INTERVAL_S (default hourly); (3) when no request is open and nothing runs, partitions
-materialized since the last refresh (by hand, in the UI) get one downstream refresh; (4) every open
+tick), and so does an import whose environments landed (its pairs with every model as solver); (2) when
+no request is open, stale partitions are looked for at most every ENVDUELS_STALE_INTERVAL_S (default
+hourly); (3) when no request is open and nothing runs, partitions materialized since the last refresh
+(by hand, in the UI) get one downstream refresh; (4) every open
 request launches its next stage once the previous one succeeded, or stops at a failed one. Removing a
 model from the registry deletes nothing (README).
 """
@@ -55,8 +56,10 @@ def _open_requests(context, book: RequestBook, registry: Registry, warehouse: Du
     stamp = f"{int(time.time())}"
     if new:
         mode = os.environ.get(PANEL_MODE_ENV, "frozen")
-        book.add(plan_new_models(book.new_id(f"new-{stamp}"), new, registry.names, rounds, mode))
+        book.add(plan_new_models(book.new_id(f"new-{stamp}"), new, registry.names, rounds, mode,
+                                 imported=sorted(book.imports)))
         return add_requests(new)
+    _open_import_requests(context, book, registry, stamp)
     if book.open:
         return []
     if time.time() - book.last_stale_check >= float(os.environ.get(STALE_INTERVAL_ENV, "3600")):
@@ -77,6 +80,23 @@ def _open_requests(context, book: RequestBook, registry: Registry, warehouse: Du
             dg.RunsFilter(statuses=ACTIVE), limit=1):
         book.add(plan_refresh(book.new_id(f"refresh-{stamp}"), registry.names, "partitions ran outside a request"))
     return []
+
+
+def _open_import_requests(context, book: RequestBook, registry: Registry, stamp: str) -> None:
+    """Every import (partition ``import:<name>``, ``envduels import``) whose environments landed since it was
+    last planned: every registry model plays it (``plan_import``), then one downstream refresh."""
+    from envduels_dagster.core.imports import is_import
+    from envduels_dagster.core.requests import plan_import
+
+    imports = {p for p in context.instance.get_dynamic_partitions(MODELS_PARTITION) if is_import(p)}
+    if not imports:
+        return
+    landed = context.instance.get_latest_storage_id_by_partition(
+        dg.AssetKey("authored_environments"), dg.DagsterEventType.ASSET_MATERIALIZATION, imports)
+    for partition, storage_id in sorted(landed.items()):
+        if storage_id > book.imports.get(partition, -1):
+            book.imports[partition] = storage_id
+            book.add(plan_import(book.new_id(f"import-{stamp}"), partition, registry.names))
 
 
 def _advance(context, book: RequestBook) -> list[dg.RunRequest]:

@@ -17,7 +17,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import play_round_pair
 from envduels_dagster.assets.registry.partitions import by_author, models_partitions, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -27,7 +27,7 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
     @dg.asset(
         name=f"hardened_environments_r{round_}", partitions_def=models_partitions,
         deps=[dg.AssetDep(previous_pairs, partition_mapping=by_author), prev_envs_asset],
-        group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+        group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
         description=f"Round {round_}: each author sees a digest of how other models played its round-{round_ - 1} "
                     "environments (pass rates, bounded failure excerpts, no other author's hints) and writes a "
                     "hardened version or keeps one, linked by parent_env_id. Same validation as round 0.",
@@ -56,7 +56,9 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
         with warehouse.get_connection() as conn:
             replace_rows(conn, "environments", df, {"author": author, "round": round_})
         kept = kept_count(children)
-        return dg.MaterializeResult(metadata={
+        partition = {"author": author, "round": round_}
+        return dg.MaterializeResult(data_version=table_version(warehouse, "environments", where=partition), metadata={
+            **table_metadata(warehouse, "environments", partition),
             "num_rows": len(df), "valid": int(df["valid"].sum()), "kept": kept, "rewritten": len(children) - kept,
             "lineage": dg.MetadataValue.md(markdown_table(df[["parent_env_id", "env_id", "valid", "reject_reason"]])),
             "model_calls": sum(gw.stats.backend_calls.values()),
@@ -65,7 +67,7 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
     @dg.asset(
         name=f"duel_episodes_r{round_}", partitions_def=pair_partitions,
         deps=[dg.AssetDep(hardened, partition_mapping=by_author)],
-        group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"},
+        group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
         description=f"Round {round_} episodes of one (author, solver) pair on the hardened environments "
                     f"(rows in `episodes` with round = {round_}).",
     )
@@ -89,7 +91,7 @@ def round_assets(first_pairs: dg.AssetsDefinition, rounds: int) -> list[dg.Asset
 
 @dg.asset(
     deps=["duel_episodes"], group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "mart"},
+    tags={"layer": "mart"}, code_version="1",
     description="Per author and hardening round: change in design score (peer discrimination) and hint score "
                 "(peer lift) from each environment to its hardened child, with bootstrap 95% intervals, and the "
                 "rank correlation between an author's solver skill and its improvement.",
@@ -104,7 +106,8 @@ def authoring_progress(warehouse: DuckDBResource) -> dg.MaterializeResult:
     df = progress_table(envs, episodes)
     with warehouse.get_connection() as conn:
         replace_rows(conn, "authoring_progress", df)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=table_version(warehouse, "authoring_progress"), metadata={
+        **table_metadata(warehouse, "authoring_progress"),
         "num_rows": len(df),
         "progress": dg.MetadataValue.md(markdown_table(df[["author", "round", "n_pairs", "solver_skill",
                                                             "design_change", "hint_change"]])),

@@ -9,13 +9,13 @@ import asyncio
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS, markdown_table
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
 @dg.asset(
     deps=["training_set", "pair_lift"], group_name="training", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "study"},
+    tags={"layer": "study"}, code_version="1",
     description="Lift -> learning study: for each simulated learner and author, train the learner on that author's "
                 "environments (settings.study_train_on: all valid ones, or only its training set), then compare cold success on the author's held-out environments before and "
                 "after; correlate the gain with the author's hint lift on the learner (Spearman, permutation p).",
@@ -44,7 +44,8 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
     with warehouse.get_connection() as conn:
         replace_rows(conn, "lift_learning", df)
     rho, p, n = correlate(df)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=table_version(warehouse, "lift_learning"), metadata={
+        **table_metadata(warehouse, "lift_learning"),
         "num_rows": len(df),
         "spearman_lift_vs_gain": rho, "permutation_p": p, "n_pairs": n,
         "not_studied (no training backend for real models)": ", ".join(skipped) or "none",

@@ -13,9 +13,9 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
-from envduels_dagster.assets.shared import AFTER_CHECKED_TRAINING_SET, OWNERS, markdown_table, utcnow
+from envduels_dagster.assets.shared import AFTER_CHECKED_TRAINING_SET, OWNERS, markdown_table, table_metadata, utcnow
 from envduels_dagster.resources import DuelSettings, SandboxResource
-from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, table_metadata
+from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
 
 
 @dg.asset(
@@ -46,11 +46,14 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
     df = built.rows
     with warehouse.get_connection() as conn:
         replace_rows(conn, "training_set", df, {"learner": learner})
+        table = table_metadata(conn, "training_set", {"learner": learner})
     # The data version is the content: an unchanged set keeps its version and triggers nothing downstream.
     with warnings.catch_warnings():  # Output(data_version=...) is marked beta; it is the documented way
         warnings.simplefilter("ignore")
         return dg.Output(df, data_version=dg.DataVersion(content_version(df)), metadata={
-            **table_metadata("training_set"),  # row count and column schema: added by the IO manager
+            # the warehouse table; the IO manager then gives the row count and schema of the published snapshot
+            # (the same rows, plus their provenance columns), which is what load_asset_value returns
+            **table,
             "num_rows": len(df),
             "admission": dg.MetadataValue.md(
                 f"{rule.method}: P(true p_cold <= {rule.cold_ceiling:g} and true p_hint >= {rule.min_hint:g}) >= "

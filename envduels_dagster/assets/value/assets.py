@@ -14,7 +14,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table
+from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version
 from envduels_dagster.resources import AuthorValueSettings
 
 TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("rank_lower", "int"),
@@ -37,7 +37,7 @@ def _cell(value):
     return round(value, 4) if isinstance(value, float) else value  # the table is read by people
 
 
-def table_metadata(table) -> dg.TableMetadataValue:
+def author_value_table(table) -> dg.TableMetadataValue:
     schema = dg.TableSchema(columns=[dg.TableColumn(name, type) for name, type in TABLE_COLUMNS])
     records = [dg.TableRecord({name: _cell(row[name]) for name, _ in TABLE_COLUMNS})
                for row in table.to_dict("records")]
@@ -48,7 +48,7 @@ def table_metadata(table) -> dg.TableMetadataValue:
     partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver),
           dg.AssetDep(authored_environments, partition_mapping=dg.AllPartitionMapping())],
-    group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
+    group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"}, code_version="1",
     description="For one learner (partition): per author, expected learnable environments per environment "
                 "written, per dollar and per 1000 authoring calls, with 95% intervals, validity rate and a rank "
                 "with its uncertainty; the best author mix for AuthorValueSettings' budget. "
@@ -75,10 +75,12 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
     chart.write_text(svg)
     answer = value_sentence(table, mix, learner)
     context.log.info(answer)
-    return dg.MaterializeResult(metadata={
+    versioned = table_version(warehouse, "author_value", "author_value_mix", where={"learner": learner})
+    return dg.MaterializeResult(data_version=versioned, metadata={
+        **table_metadata(warehouse, "author_value", {"learner": learner}),
         "num_rows": len(table),
         "answer": dg.MetadataValue.md(answer),
-        "author_value": table_metadata(table),
+        "author_value": author_value_table(table),
         "chart": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",

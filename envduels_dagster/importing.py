@@ -1,0 +1,56 @@
+"""``envduels import``'s Dagster side: run ``import_job`` for an import partition on the project's instance.
+
+Why a run and not a direct write: the environments then appear as a materialization of
+``authored_environments[import:<name>]`` (with its checks) in the instance the UI shows, the write
+goes through the run's warehouse resource like every other writer's, and the request sensor sees
+the import land and plans its pairs. The run executes in this process (as ``envduels demo``'s do),
+so an import needs no daemon; it lands in $DAGSTER_HOME (default $ENVDUELS_HOME/dagster).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+IMPORT_JOB = "import_job"
+
+
+@dataclass
+class ImportRun:
+    run_id: str
+    success: bool
+    dagster_home: Path
+    error: str
+    num_rows: int
+    valid: int
+    verdicts: list[dict]  # {"env_id", "valid", "reason"} per environment, in manifest order
+
+
+def run_import(partition: str, export_dir: Path) -> ImportRun:
+    """Register ``partition`` (author side only) and materialize it from ``export_dir`` in one Dagster run."""
+    import dagster as dg
+
+    from envduels_dagster.assets.registry.partitions import register_import
+    from envduels_dagster.definitions import build_definitions
+    from envduels_dagster.demo import QUIET, prepare_instance_home
+
+    home = prepare_instance_home()
+    run_config = {**QUIET, "ops": {"authored_environments": {"config": {"export_dir": str(export_dir)}}}}
+    with dg.DagsterInstance.get() as instance:
+        register_import(instance, partition)
+        job = build_definitions().resolve_job_def(IMPORT_JOB)
+        result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=partition,
+                                        raise_on_error=False, tags={"envduels/import": partition})
+    metadata: dict = {}
+    if result.success:
+        (materialization,) = result.asset_materializations_for_node("authored_environments")
+        metadata = {k: v.value for k, v in materialization.metadata.items()}
+    error = ""
+    if not result.success:
+        failures = [e.step_failure_data.error for e in result.all_events if e.is_step_failure]
+        error = failures[0].message.strip() if failures and failures[0] else "the run failed"
+        head, _, rest = error.partition(": ")
+        if failures and failures[0] and rest and " " not in head and head.endswith(failures[0].cls_name or "?"):
+            error = rest  # "dagster._core.definitions.events.Failure: <what>" -> "<what>"
+    return ImportRun(result.run_id, result.success, home, error.splitlines()[0] if error else "",
+                     int(metadata.get("num_rows", 0)), int(metadata.get("valid", 0)), metadata.get("verdicts", []))
