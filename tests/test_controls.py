@@ -161,7 +161,7 @@ def test_negative_control_pipeline_finds_no_role_separation(negative_pipeline):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="open finding: the lift -> learning correlation of the negative control is "
-                   "rho = +0.29, p = 0.049 over 20 rows at this scale after merging main's authoring changes (it was "
+                   "rho = +0.29, p = 0.049 over 20 rows at this scale after merging main at 25004f0, cause not traced (it was "
                    "+0.01 / +0.07, p = 0.96 / 0.76 before). The simulated learner internalizes hints, so lift -> gain "
                    "is the studied mechanism even with neutral authoring: whether it must vanish here is open "
                    "(docs/STATISTICS.md, Controls). Strict: when it stops rejecting, this fails and the note goes.")
