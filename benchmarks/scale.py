@@ -21,6 +21,10 @@ run would leave it:
 4. the dbt marts (``dbt build`` through Dagster, with their tests) plus rankings on a
    synthetic warehouse of 30 models x 3 environments per author x 4 seeds x 2 conditions
    (benchmarks/marts.py --models 30 --envs-per-author 3).
+
+With ``--daemon``: instead, the registry end to end through ``dagster dev`` (webserver + daemon),
+once per ``--pairs-per-run`` value (1 = one run per pair, as before batching), and the pair stage's
+wall time against its compute (benchmarks/scale_daemon.py says what is measured).
 """
 
 from __future__ import annotations
@@ -290,9 +294,20 @@ def main() -> int:
     parser.add_argument("--skip-browser", action="store_true")
     parser.add_argument("--skip-marts", action="store_true")
     parser.add_argument("--keep", help="use this directory as DAGSTER_HOME and keep it")
+    parser.add_argument("--daemon", action="store_true", help="end to end through the daemon (scale_daemon.py)")
+    parser.add_argument("--pairs-per-run", default="1,100", help="with --daemon: batch sizes to compare")
+    parser.add_argument("--rounds", type=int, default=0, help="with --daemon: co-evolution rounds (ENVDUELS_ROUNDS)")
+    parser.add_argument("--envs-per-author", type=int, default=3, help="with --daemon")
+    parser.add_argument("--pairs-only", action="store_true", help="with --daemon: stop after the pair stage")
     args = parser.parse_args()
     print(f"machine: nproc={os.cpu_count()} loadavg={os.getloadavg()[0]:.2f}; {args.models} models -> "
           f"{args.models ** 2} pairs")
+    if args.daemon:
+        from benchmarks.scale_daemon import daemon_flow
+
+        for k in [int(v) for v in args.pairs_per_run.split(",")]:
+            daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only)
+        return 0
     home = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="envduels-scale-"))
     home.mkdir(parents=True, exist_ok=True)
     registry = home / "models.yaml"

@@ -14,7 +14,7 @@ ProviderTaggedRunCoordinator``); limits stay in the ``concurrency:`` block.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from dagster._core.run_coordinator import SubmitRunContext
 from dagster._core.run_coordinator.queued_run_coordinator import QueuedRunCoordinator
@@ -27,12 +27,27 @@ CALLING_MODEL_ASSETS = ("authored_environments", "hardened_environments_r")
 CALLING_MODEL_JOBS = ("author_job", "hardened_r")
 
 
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+
+
 def provider_for(tags: Mapping[str, str], job_name: str, asset_names: list[str],
-                 providers: Mapping[str, str]) -> str | None:
-    """The provider a run's model calls go to, from its partition tags; None when it calls no model."""
+                 providers: Mapping[str, str], solvers_order: Sequence[str] | None = None) -> str | None:
+    """The provider a run's model calls go to, from its partition tags; None when it calls no model.
+
+    A batch of pairs (a ranged run, ``core/batching.py``) has one when all solvers of its range
+    (``solvers_order``: the solver dimension's partitions in order) share a provider.
+    """
     solver = tags.get("dagster/partition/solver")
     if solver:
         return providers.get(solver)
+    start, end = tags.get(RANGE_START, ""), tags.get(RANGE_END, "")
+    if "|" in start and "|" in end:
+        from envduels_dagster.core.batching import range_members
+
+        s0, s1 = start.split("|", 1)[1], end.split("|", 1)[1]
+        solvers = range_members(s0, s1, solvers_order) if solvers_order else sorted({s0, s1})
+        found = {providers.get(s) for s in solvers}
+        return found.pop() if len(found) == 1 else None
     model = tags.get("dagster/partition")
     calls_author = job_name.startswith(CALLING_MODEL_JOBS) or any(n.startswith(CALLING_MODEL_ASSETS)
                                                                    for n in asset_names)
@@ -59,4 +74,5 @@ class ProviderTaggedRunCoordinator(QueuedRunCoordinator):
             self._logger.warning(f"run {run.run_id}: no provider tag, the registry is invalid: {exc}")
             return None
         names = [k.to_user_string() for k in (run.asset_selection or [])]
-        return provider_for(run.tags, run.job_name, names, {m.name: m.provider for m in registry.models})
+        order = self._instance.get_dynamic_partitions("solvers") if RANGE_START in run.tags else None
+        return provider_for(run.tags, run.job_name, names, {m.name: m.provider for m in registry.models}, order)

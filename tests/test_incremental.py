@@ -47,8 +47,21 @@ def tick(instance, cursor=None, resources=None, sensor=None):
     return result.run_requests or [], result.cursor, result.skip_reason
 
 
-def keys_of(runs, job):
-    return sorted(str(r.partition_key) for r in runs if r.job_name == job)
+def keys_of(runs, job, instance=None):
+    """The partitions ``runs`` of ``job`` cover: a run's partition, or every pair of a batch's range."""
+    from envduels_dagster.assets.registry.requests import dimension_orders
+    from envduels_dagster.core.batching import pairs_in_range
+
+    out = []
+    for r in runs:
+        if r.job_name != job:
+            continue
+        if r.partition_key is None and "dagster/asset_partition_range_start" in r.tags:
+            out += pairs_in_range(r.tags["dagster/asset_partition_range_start"],
+                                  r.tags["dagster/asset_partition_range_end"], *dimension_orders(instance))
+        else:
+            out.append(str(r.partition_key))
+    return sorted(out)
 
 
 def finish(instance, runs, status=dg.DagsterRunStatus.SUCCESS):
@@ -89,9 +102,10 @@ def test_a_new_model_is_run_stage_by_stage_and_refreshed_once(tmp_path, monkeypa
     assert {r.run_key for r in again} == {r.run_key for r in runs}
     finish(instance, runs)
     pairs, cursor, _ = tick(instance, cursor, quiet_resources)
-    assert len(keys_of(pairs, "pair_job")) == 9 and {r.tags[STAGE_TAG] for r in pairs} == {"1"}
-    assert len({r.run_key for r in pairs}) == 9
-    seen = {"pair_job": 9}
+    assert len(keys_of(pairs, "pair_job", instance)) == 9 and {r.tags[STAGE_TAG] for r in pairs} == {"1"}
+    assert len(set(keys_of(pairs, "pair_job", instance))) == 9  # every pair once, in batches
+    assert len({r.run_key for r in pairs}) == len(pairs) == 3  # 9 pairs, at least 2 runs: 3 author rows
+    seen = {"pair_job": 3}
     for _ in range(8):  # round 1 hardening, round 1 pairs, downstream, learners, studies
         finish(instance, pairs)
         pairs, cursor, _ = tick(instance, cursor, quiet_resources)
@@ -99,7 +113,7 @@ def test_a_new_model_is_run_stage_by_stage_and_refreshed_once(tmp_path, monkeypa
             break
         for r in pairs:
             seen[r.job_name] = seen.get(r.job_name, 0) + 1
-    assert seen == {"pair_job": 9, "hardened_r1_job": 3, "pairs_r1_job": 9, "downstream_job": 1,
+    assert seen == {"pair_job": 3, "hardened_r1_job": 3, "pairs_r1_job": 3, "downstream_job": 1,
                     "learner_job": 3, "studies_job": 1}
     assert RequestBook.from_json(cursor).open == {}
 
@@ -108,7 +122,9 @@ def test_a_new_model_is_run_stage_by_stage_and_refreshed_once(tmp_path, monkeypa
     assert keys_of(runs, "author_job") == ["apprentice"]
     finish(instance, runs)
     pairs, cursor, _ = tick(instance, cursor, quiet_resources)
-    assert len(keys_of(pairs, "pair_job")) == 2 * 3 + 1 and all("apprentice" in p for p in keys_of(pairs, "pair_job"))
+    new_pairs = keys_of(pairs, "pair_job", instance)
+    assert len(new_pairs) == 2 * 3 + 1 and all("apprentice" in p for p in new_pairs)
+    assert len(pairs) == 2  # the newcomer's column and its row
 
 
 def test_a_failed_stage_stops_its_request_and_a_successful_rerun_resumes_it(tmp_path, monkeypatch, quiet_resources):
@@ -122,7 +138,7 @@ def test_a_failed_stage_stops_its_request_and_a_successful_rerun_resumes_it(tmp_
     assert runs == [] and "1 open request" in skip.skip_message  # nothing downstream of the failure
     finish(instance, authors[1:])  # a re-execution from the UI keeps the tags
     runs, cursor, _ = tick(instance, cursor, quiet_resources)
-    assert len(keys_of(runs, "pair_job")) == 4
+    assert len(keys_of(runs, "pair_job", instance)) == 4
 
 
 def test_sensor_skips_with_reason_on_malformed_registry(tmp_path, monkeypatch, quiet_resources):
@@ -170,7 +186,7 @@ def test_a_version_bump_on_a_real_warehouse_opens_one_stale_request(tmp_path, mo
     assert keys_of(runs, "author_job") == ["novice"]
     finish(instance, runs)
     pairs, cursor, _ = tick(instance, cursor, sensor_resources)
-    assert keys_of(pairs, "pair_job") == ["expert|novice", "novice|expert", "novice|novice"]
+    assert keys_of(pairs, "pair_job", instance) == ["expert|novice", "novice|expert", "novice|novice"]
 
 
 RESUME_SCRIPT = textwrap.dedent("""

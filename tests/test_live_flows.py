@@ -51,8 +51,16 @@ def test_every_run_the_daemon_launched_succeeded(live):
 def test_every_run_that_calls_a_model_carries_its_provider_tag(live):
     result, _, _ = live
     calling = [r for r in result.runs if "|" in (r.partition or "") or r.job_name in ("author_job",)
-               or r.job_name.startswith("hardened_r")]
+               or r.job_name.startswith("hardened_r") or "dagster/asset_partition_range_start" in r.tags]
     assert calling and all(r.tags.get("envduels/provider") == "envduels-sim" for r in calling)
+
+
+def test_pair_stages_run_in_batches_not_one_run_per_pair(live):
+    result, _, _ = live
+    pair_runs = [r for r in result.runs if r.job_name == "pair_job" or r.job_name.startswith("pairs_r")]
+    per_round = 2 * len(FIRST) + 1  # the newcomer's row and column
+    assert pair_runs and all("dagster/asset_partition_range_start" in r.tags for r in pair_runs)
+    assert len(pair_runs) < per_round * len({r.job_name for r in pair_runs})
 
 
 def test_the_new_model_has_partitions_in_every_round(live):

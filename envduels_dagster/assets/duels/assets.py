@@ -4,12 +4,20 @@ Why partitioned by (author, solver): adding a model plays only its 2N+1 new pair
 each pair's rows are replaced exactly. :func:`play_round_pair` is shared with every
 co-evolution round's pair asset (``assets/rounds``); the policy it applies lives in
 ``core/pair_play.py``.
+
+Why a run may hold many pairs (:func:`play_pairs`): a run costs seconds of orchestration for a pair
+that plays in about one, so the request sensor and backfills (``PAIR_BACKFILL_POLICY``) send ranges
+of pairs. Each pair of the range is still played and written on its own (replace_rows per author,
+solver and round) and gets its own materialization with its own metadata; a pair that fails does not
+stop the others, whose rows and materializations stay, and the run then fails naming the failed pairs.
 """
 
 import asyncio
+import hashlib
 import time
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_IS_USER_PROVIDED_TAG, DATA_VERSION_TAG
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.authoring.assets import authored_environments
@@ -18,6 +26,11 @@ from envduels_dagster.assets.registry.partitions import by_author, pair_partitio
 from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
+# Backfills launched from the UI: at most this many pairs per run (the sensor batches its own stages,
+# assets/registry/requests.py). Dagster cuts a multi-partition backfill into ranges along one author
+# (or solver), so a run holds at most one row of the pair matrix.
+PAIR_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=100)
+
 
 @dg.asset(
     partitions_def=pair_partitions,
@@ -25,11 +38,52 @@ from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxRes
     group_name="duel", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
     description="Episodes of one (author, solver) pair: every valid environment of the author x its benchmark "
                 "seeds x {cold, hinted}. Self pairs are played and flagged. Table `episodes`.",
+    backfill_policy=PAIR_BACKFILL_POLICY,
 )
 def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
                   settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    keys = context.partition_key.keys_by_dimension
-    return play_round_pair(context, keys["author"], keys["solver"], 0, gateway, sandbox, settings, warehouse)
+    return play_pairs(context, 0, gateway, sandbox, settings, warehouse)
+
+
+def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayResource, sandbox: SandboxResource,
+               settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Play the run's pair, or every pair of its partition range, each written and recorded on its own."""
+    if context.has_partition_key:
+        keys = context.partition_key.keys_by_dimension
+        return play_round_pair(context, keys["author"], keys["solver"], round_, gateway, sandbox, settings, warehouse)
+    pairs = list(context.partition_keys)
+    done: dict[str, dict] = {}
+    failed: dict[str, str] = {}
+    t0 = time.perf_counter()
+    for i, key in enumerate(pairs, 1):
+        author, solver = str(key).split("|", 1)
+        try:
+            result = play_round_pair(context, author, solver, round_, gateway, sandbox, settings, warehouse)
+        except Exception as exc:  # one pair's failure must not cost the batch's other pairs
+            failed[str(key)] = str(exc) if isinstance(exc, dg.Failure) else f"{type(exc).__name__}: {exc}"
+            context.log.error(f"pair {key} failed ({i}/{len(pairs)}): {failed[str(key)]}")
+            continue
+        version = result.data_version.value if result.data_version is not None else ""
+        done[str(key)] = {**(result.metadata or {}), "pair_data_version": version}
+        context.log.info(f"pair {key} written ({i}/{len(pairs)}, {time.perf_counter() - t0:.1f}s)")
+    if failed:  # record the finished pairs one by one, then fail the run naming the others
+        for key, metadata in done.items():
+            context.log_event(dg.AssetMaterialization(
+                context.asset_key, partition=key, metadata=metadata,
+                tags={DATA_VERSION_TAG: metadata["pair_data_version"], DATA_VERSION_IS_USER_PROVIDED_TAG: "true"}))
+        raise dg.Failure(f"{len(failed)} of {len(pairs)} pairs failed; the other {len(done)} were written and "
+                         f"materialized. Re-execute this run to replay the batch (rows are replaced, never "
+                         f"duplicated): " + "; ".join(f"{k}: {v}" for k, v in failed.items()),
+                         metadata={"failed_pairs": dg.MetadataValue.json(failed)})
+    for key, metadata in done.items():  # one materialization per pair, each with its own metadata
+        context.add_asset_metadata(metadata, partition_key=key)
+    # Dagster gives every partition of a ranged run one data version: the batch's, a hash of its pairs'
+    # own versions (each pair's is in its metadata, `pair_data_version`). An unchanged replay keeps it.
+    batch_version = hashlib.sha256("\n".join(f"{k}={m['pair_data_version']}" for k, m in sorted(done.items()))
+                                   .encode()).hexdigest()[:16]
+    return dg.MaterializeResult(data_version=dg.DataVersion(batch_version),
+                                metadata={"pairs_in_run": len(pairs),
+                                          "batch_seconds": round(time.perf_counter() - t0, 2)})
 
 
 def pair_options(settings: DuelSettings):

@@ -4,16 +4,35 @@ Why here, next to the sensor: a stage is turned into runs and read back from run
 the tags that tie a run to its request are written and read by the same code. Each run carries
 ``envduels/request`` and ``envduels/stage``: the UI's run list filters by request, and a failed run
 re-executed from the UI (re-execution keeps the tags) counts for its stage, so the request resumes.
-The provider tag is not set here: the instance's run coordinator sets it on every run
-(``envduels_dagster/run_coordinator.py``).
+The provider tag is set here only on batches (their solvers share a provider); the instance's run
+coordinator sets it on every other run (``envduels_dagster/run_coordinator.py``).
+
+Why pair stages are batched: under the daemon a run costs seconds of launch, imports and event
+writes for a pair that plays in about one. A pair stage goes out as ranged runs of many pairs
+(``core/batching.py``); the asset plays each pair of its range and records one materialization per
+pair, so statuses stay per partition (:func:`run_partitions`).
 """
 
-import dagster as dg
+import os
 
+import dagster as dg
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+from envduels_dagster.core.batching import (
+    DEFAULT_MAX_PAIRS_PER_RUN,
+    DEFAULT_PARALLEL_RUNS,
+    pair_batches,
+    pairs_in_range,
+)
 from envduels_dagster.core.requests import RequestPlan, Stage, StageStatus, stage_status
+from envduels_dagster.run_coordinator import PROVIDER_TAG
 
 REQUEST_TAG = "envduels/request"
 STAGE_TAG = "envduels/stage"
+# Pairs per run for a pair stage (1: one run per pair, as before batching); docs/DECISIONS.md "Batched pair runs".
+PAIRS_PER_RUN_ENV = "ENVDUELS_PAIRS_PER_RUN"
+PARALLEL_RUNS_ENV = "ENVDUELS_PARALLEL_RUNS"  # a small stage is still cut into this many runs (default 2)
+AUTHOR_DIM, SOLVER_DIM = "models", "solvers"  # the pair dimensions' dynamic partitions (partitions.py)
 
 
 def stage_job_name(stage: Stage) -> str:
@@ -25,30 +44,90 @@ def stage_job_name(stage: Stage) -> str:
     return {"downstream": "downstream_job", "learners": "learner_job", "studies": "studies_job"}[stage.kind]
 
 
-def stage_run_requests(plan: RequestPlan, index: int) -> list[dg.RunRequest]:
+def pairs_per_run() -> int:
+    return max(1, int(os.environ.get(PAIRS_PER_RUN_ENV) or DEFAULT_MAX_PAIRS_PER_RUN))
+
+
+def _pair_key(part: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey(dict(zip(("author", "solver"), part.split("|"))))
+
+
+def stage_run_requests(plan: RequestPlan, index: int, orders: tuple[list[str], list[str]] | None = None,
+                       providers: dict[str, str] | None = None) -> list[dg.RunRequest]:
+    """The runs of one stage: one per model partition, ranged batches of pairs (``core/batching.py``).
+
+    ``orders`` are the author and solver dimensions' partitions in the instance's order (a ranged run
+    covers the product of the two ranges in that order); without them every pair is its own run.
+    ``providers`` maps a solver to its provider, so a batch calls one provider and carries its tag.
+    """
     stage = plan.stages[index]
     tags = {REQUEST_TAG: plan.request_id, STAGE_TAG: str(index)}
     job = stage_job_name(stage)
     if not stage.partitions:
         return [dg.RunRequest(run_key=f"{plan.request_id}:{index}", job_name=job,
                               tags={**tags, "dagster/priority": "5"})]
+    if stage.kind != "pairs":
+        return [dg.RunRequest(run_key=f"{plan.request_id}:{index}:{part}", job_name=job, partition_key=part,
+                              tags=tags) for part in stage.partitions]
+    size = pairs_per_run() if orders else 1
+    authors, solvers = orders or ([], [])
+    batches = pair_batches(stage.partitions, authors, solvers, size,
+                           int(os.environ.get(PARALLEL_RUNS_ENV) or DEFAULT_PARALLEL_RUNS), providers or {})
     out = []
-    for part in stage.partitions:
-        key = dg.MultiPartitionKey(dict(zip(("author", "solver"), part.split("|")))) if "|" in part else part
-        out.append(dg.RunRequest(run_key=f"{plan.request_id}:{index}:{part}", job_name=job, partition_key=key,
-                                 tags=tags))
+    for b in batches:
+        if len(b) == 1:
+            out.append(dg.RunRequest(run_key=f"{plan.request_id}:{index}:{b.start}", job_name=job,
+                                     partition_key=_pair_key(b.start), tags=tags))
+            continue
+        ranged = {**tags, ASSET_PARTITION_RANGE_START_TAG: b.start, ASSET_PARTITION_RANGE_END_TAG: b.end,
+                  **({PROVIDER_TAG: b.group} if b.group else {})}
+        out.append(dg.RunRequest(run_key=f"{plan.request_id}:{index}:{b.start}..{b.end}", job_name=job,
+                                 tags=ranged))
     return out
+
+
+def dimension_orders(instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
+    """The pair dimensions' partitions, in the order Dagster expands a partition range with."""
+    return list(instance.get_dynamic_partitions(AUTHOR_DIM)), list(instance.get_dynamic_partitions(SOLVER_DIM))
+
+
+def run_partitions(instance: dg.DagsterInstance, run: dg.DagsterRun,
+                   orders: tuple[list[str], list[str]] | None = None) -> dict[str, str]:
+    """Each partition a run covered, with its outcome (a Dagster run status name).
+
+    A single-partition run reports its status. A ranged run (a batch of pairs) covers the product of
+    its range; when it failed, the pairs it materialized before failing count as succeeded (the asset
+    records each finished pair, ``assets/duels/assets.py``), the others as failed.
+    """
+    part = run.tags.get("dagster/partition")
+    start, end = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
+    status = run.status.value
+    if part is not None or not (start and end):
+        return {part or "": status}
+    authors, solvers = orders or dimension_orders(instance)
+    covered = pairs_in_range(start, end, authors, solvers) if "|" in start else [start]
+    if status != "FAILURE":
+        return dict.fromkeys(covered, status)
+    done = set()
+    for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        event = entry.dagster_event
+        if event is not None and event.partition:
+            done.add(str(event.partition))
+    return {p: "SUCCESS" if p in done else status for p in covered}
 
 
 def stage_statuses(instance: dg.DagsterInstance, plan: RequestPlan) -> list[StageStatus]:
     """Each stage's status from the latest run of each of its partitions (a re-execution replaces its parent)."""
     latest: dict[int, dict[str, tuple[float, str]]] = {}
+    orders = None
     for rec in instance.get_run_records(dg.RunsFilter(tags={REQUEST_TAG: plan.request_id})):
         run = rec.dagster_run
         stage = int(run.tags.get(STAGE_TAG, -1))
-        part = run.tags.get("dagster/partition", "")
+        if orders is None and ASSET_PARTITION_RANGE_START_TAG in run.tags:
+            orders = dimension_orders(instance)
         created = rec.create_timestamp.timestamp()
-        if created >= latest.setdefault(stage, {}).get(part, (-1.0, ""))[0]:
-            latest[stage][part] = (created, run.status.value)
+        for part, status in run_partitions(instance, run, orders).items():
+            if created >= latest.setdefault(stage, {}).get(part, (-1.0, ""))[0]:
+                latest[stage][part] = (created, status)
     return [stage_status(s.partitions, {p: st for p, (_, st) in latest.get(i, {}).items()},
                          unpartitioned=not s.partitions) for i, s in enumerate(plan.stages)]

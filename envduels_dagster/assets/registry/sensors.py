@@ -24,7 +24,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, add_requests
-from envduels_dagster.assets.registry.requests import stage_run_requests, stage_statuses
+from envduels_dagster.assets.registry.requests import dimension_orders, stage_run_requests, stage_statuses
 from envduels_dagster.core.registry import Registry, RegistryError, load_registry
 from envduels_dagster.core.requests import RequestBook, next_step, plan_new_models, plan_refresh, plan_stale
 from envduels_dagster.core.staleness import new_model_plan
@@ -99,9 +99,10 @@ def _open_import_requests(context, book: RequestBook, registry: Registry, stamp:
             book.add(plan_import(book.new_id(f"import-{stamp}"), partition, registry.names))
 
 
-def _advance(context, book: RequestBook) -> list[dg.RunRequest]:
-    """Launch the next stage of every open request whose previous stage succeeded."""
+def _advance(context, book: RequestBook, registry: Registry | None = None) -> list[dg.RunRequest]:
+    """Launch the next stage of every open request whose previous stage succeeded (pairs in batches)."""
     runs: list[dg.RunRequest] = []
+    providers = {m.name: m.provider for m in registry.models} if registry is not None else {}
     plans = book.plans()
     decisions = [next_step(plan, stage_statuses(context.instance, plan)) for plan in plans]
     for i, (plan, decision) in enumerate(zip(plans, decisions)):
@@ -117,7 +118,7 @@ def _advance(context, book: RequestBook) -> list[dg.RunRequest]:
                     context.log.info(f"{plan.request_id}: the refresh waits for an earlier request's partitions")
                     continue
                 book.refreshed_through = time.time()
-            runs += stage_run_requests(plan, decision.stage)
+            runs += stage_run_requests(plan, decision.stage, dimension_orders(context.instance), providers)
     return runs
 
 
@@ -136,7 +137,7 @@ def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
         except RegistryError as exc:
             return dg.SkipReason(f"registry is invalid, nothing requested: {exc}")
         partition_requests = _open_requests(context, book, registry, warehouse, settings, rounds)
-        runs = _advance(context, book)
+        runs = _advance(context, book, registry)
         if not runs and not partition_requests:
             return dg.SensorResult(cursor=book.to_json(), skip_reason=dg.SkipReason(
                 f"{len(book.open)} open request(s); nothing to launch this tick"))

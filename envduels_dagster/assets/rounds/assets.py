@@ -15,7 +15,7 @@ import asyncio
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.duels.assets import play_round_pair
+from envduels_dagster.assets.duels.assets import PAIR_BACKFILL_POLICY, play_pairs
 from envduels_dagster.assets.registry.partitions import by_author, models_partitions, pair_partitions
 from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
@@ -70,11 +70,11 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
         group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
         description=f"Round {round_} episodes of one (author, solver) pair on the hardened environments "
                     f"(rows in `episodes` with round = {round_}).",
+        backfill_policy=PAIR_BACKFILL_POLICY,
     )
     def pairs(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
               settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-        keys = context.partition_key.keys_by_dimension
-        return play_round_pair(context, keys["author"], keys["solver"], round_, gateway, sandbox, settings, warehouse)
+        return play_pairs(context, round_, gateway, sandbox, settings, warehouse)
 
     return [hardened, pairs]
 

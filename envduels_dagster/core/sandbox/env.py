@@ -17,6 +17,7 @@ from envduels_dagster.core.sandbox import replies, workdirs
 from envduels_dagster.core.sandbox.channel import Channel, ChannelClosed
 from envduels_dagster.core.sandbox.launchers import Launcher, WorkerProcess, get_launcher
 from envduels_dagster.core.sandbox.limits import UID_BASE, UID_SPAN, SandboxError, SandboxLimits, worker_config
+from envduels_dagster.core.sandbox.refusal import refusal_message
 
 
 class SandboxedEnv:
@@ -68,19 +69,13 @@ class SandboxedEnv:
             raise SandboxError("sandbox_unavailable",
                                f"the worker cannot enter its working directory ({hello['workdir_error']})")
         if lim.isolate_network and not hello.get("network_isolated"):
-            raise SandboxError(
-                "sandbox_unavailable",
-                "cannot isolate the network for environment code "
-                f"({hello.get('network_error', 'unknown reason')}); run as root or enable user namespaces, "
-                "or set isolate_network=False knowingly",
-            )
+            raise SandboxError("sandbox_unavailable", refusal_message(
+                "isolate the network for environment code", hello.get("network_error", "unknown reason"),
+                "isolate_network"))
         if lim.isolate_filesystem and not hello.get("filesystem_isolated"):
-            raise SandboxError(
-                "sandbox_unavailable",
-                "cannot give environment code a private, read-only view of the filesystem "
-                f"({hello.get('filesystem_error', 'unknown reason')}); run as root or enable user namespaces, "
-                "or set isolate_filesystem=False knowingly",
-            )
+            raise SandboxError("sandbox_unavailable", refusal_message(
+                "give environment code a private, read-only view of the filesystem",
+                hello.get("filesystem_error", "unknown reason"), "isolate_filesystem"))
         if (lim.isolate_filesystem and lim.narrow_filesystem and lim.wrapper is None
                 and not hello.get("filesystem_narrowed")):
             raise SandboxError("sandbox_unavailable",
