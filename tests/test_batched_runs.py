@@ -119,6 +119,9 @@ def test_a_pair_stage_runs_in_fewer_runs_and_each_pair_is_materialized_once(pipe
             author, solver = str(mat.partition).split("|")
             assert mat.metadata["num_rows"].value == rows[str(mat.partition)]
             assert mat.metadata["is_self_pair"].value == (author == solver)
+            assert len(mat.metadata["pair_data_version"].value) == 16  # the pair's own content hash
+        versions = {m.tags["dagster/data_version"] for m in result.asset_materializations_for_node("duel_episodes")}
+        assert len(versions) == 1  # Dagster gives a ranged run one data version: the batch's
     evaluations = [e for r in results for e in r.get_asset_check_evaluations()]
     assert collections.Counter(str(e.partition) for e in evaluations) == dict.fromkeys(PAIRS, 6)  # six checks each
     assert all(e.passed for e in evaluations)
@@ -140,6 +143,10 @@ def test_one_failing_pair_keeps_the_others_and_a_rerun_replays_without_duplicate
     assert "3 of 9 pairs failed" in str(failure.message) and "novice" in str(failure.message)
     assert _materializations(instance) == dict.fromkeys(set(PAIRS) - failing, 1)
     assert set(_rows(resources)) == set(PAIRS) - failing
+    kept = instance.fetch_materializations(dg.AssetKey("duel_episodes"), limit=100).records
+    for record in kept:  # on the failure path each finished pair keeps its own content version
+        mat = record.asset_materialization
+        assert mat.tags["dagster/data_version"] == mat.metadata["pair_data_version"].value
     statuses = run_partitions(instance, instance.get_run_by_id(first.run_id))
     assert {p for p, s in statuses.items() if s == "FAILURE"} == failing and len(statuses) == 9
     plan = RequestPlan("req-2", "test", (Stage("pairs", 0, tuple(PAIRS)),))
@@ -152,6 +159,11 @@ def test_one_failing_pair_keeps_the_others_and_a_rerun_replays_without_duplicate
     after = _rows(resources)  # asserts no episode twice
     assert set(after) == set(PAIRS) and all(after[p] == before[p] for p in before)
     assert _materializations(instance) == {p: 1 if p in failing else 2 for p in PAIRS}  # one per run that played it
+    replayed = {str(r.partition_key): r.asset_materialization.metadata["pair_data_version"].value
+                for r in instance.fetch_materializations(dg.AssetKey("duel_episodes"), limit=100).records
+                if r.run_id == again.run_id}
+    first_versions = {str(r.partition_key): r.asset_materialization.metadata["pair_data_version"].value for r in kept}
+    assert set(replayed) == set(PAIRS) and all(replayed[p] == v for p, v in first_versions.items())  # a cached replay: same content, same version
     assert stage_statuses(instance, plan) == [StageStatus.SUCCEEDED]
 
 
