@@ -104,7 +104,7 @@ def test_source_hash_mismatch_is_refused_before_anything_is_published(tmp_path):
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from tests.test_training_export import item
+    from tests.core.test_training_export import item
     from envduels_dagster.core.training_export import write_export
     root = Path(sys.argv[1])
     write_export(root, "l", [item(f"e{i}") for i in range(50)], "v2", on_file=lambda p: time.sleep(0.02))
@@ -169,7 +169,7 @@ def test_good_import_validates_and_lands_in_the_warehouse(tmp_path, envduels_hom
                          capture_output=True, text=True, env={**os.environ, "ENVDUELS_HOME": str(envduels_home)})
     assert out.returncode == 0, out.stderr
     report = [json.loads(line) for line in out.stdout.splitlines()]
-    # Through a Dagster run (tests/test_imports.py): the manifest's author becomes partition import:ext.
+    # Through a Dagster run (tests/flows/test_imports.py): the manifest's author becomes partition import:ext.
     assert report == [{"env_id": "import:ext.p", "author": "import:ext", "valid": True, "reason": None}]
     with duckdb.connect(str(envduels_home / "warehouse.duckdb"), read_only=True) as conn:
         row = conn.execute("SELECT env_id, author, hint, valid, benchmark_seeds FROM environments").fetchall()

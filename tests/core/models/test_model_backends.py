@@ -21,8 +21,9 @@ from envduels_dagster.core.models.providers import (
     known_prefixes,
 )
 from envduels_dagster.core.registry import RegistryError, load_registry
+from tests.helpers.paths import REPO
 
-CORE = Path(__file__).resolve().parents[1] / "envduels_dagster" / "core"
+CORE = REPO / "envduels_dagster" / "core"
 
 
 def registry(tmp_path, body: str):
@@ -130,6 +131,6 @@ def test_a_package_registers_a_provider_through_its_entry_point(tmp_path):
             "from envduels_dagster.core.registry import load_registry;"
             f"g = Gateway(load_registry({str(tmp_path / 'models.yaml')!r}));"
             "print(asyncio.run(g.chat('e', [{'role': 'user', 'content': 'hi'}])).text, g.registry.models[0].is_simulated)")
-    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{Path(__file__).resolve().parents[1]}"}
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{REPO}"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.strip() == "echo: hi True"

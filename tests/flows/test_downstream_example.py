@@ -9,7 +9,6 @@ passed its blocking checks, never for one that failed them, never for an unchang
 import importlib.util
 import json
 import warnings
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -23,9 +22,9 @@ from envduels_dagster.assets.training.checks import training_set_checks
 from envduels_dagster.core.publication import content_version
 from envduels_dagster.core.warehouse import read_table, replace_rows
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
+from tests.helpers.paths import REPO
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
-REPO = Path(__file__).resolve().parents[1]
 MODELS = ["oracle", "expert", "novice"]
 
 

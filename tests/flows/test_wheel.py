@@ -19,13 +19,14 @@ import subprocess
 import sys
 import venv
 import zipfile
-from pathlib import Path
 
 import pytest
 
+from tests.helpers.paths import REPO
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 PROJECT = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "models.yaml", "dagster.yaml", "workspace.yaml",
            "envduels_dagster", "dbt_project", "deploy"]
 

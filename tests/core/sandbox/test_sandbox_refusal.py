@@ -12,13 +12,11 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from envduels_dagster.core.sandbox.refusal import namespaces_refused, refusal_message
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
 
 
 @pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64", reason="an x86-64 seccomp filter")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import random
 import re
-from pathlib import Path
 
 import pytest
 
 from envduels_dagster.core.replies import AuthorReplyError, parse_author_reply, strip_reasoning
+from tests.helpers.paths import TESTS
 
-CORPUS = Path(__file__).parent / "reply_corpus"
+CORPUS = TESTS / "reply_corpus"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())
 
 

@@ -6,7 +6,6 @@ of skill; the rankings code (core.rankings.compute_rankings, what the ``rankings
 report a role correlation whose interval covers 0, and recover a planted one otherwise.
 """
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,8 +15,7 @@ from scipy.stats import spearmanr
 from envduels_dagster.core.model_strings import sim_profile
 from envduels_dagster.core.registry import load_registry
 from envduels_dagster.sim.profiles import AUTHOR_KNOBS, PROFILES, get_profile
-
-REGISTRIES = Path(__file__).parent / "registries"
+from tests.helpers.paths import REGISTRIES
 
 
 def profiles_of(registry: str):

@@ -22,12 +22,19 @@ from pathlib import Path
 import pytest
 
 from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
-from tests.test_hostile import LIMITS, ROOMY, game, processes, rejected, world  # noqa: F401 - world is a fixture
+from tests.core.sandbox.test_hostile import (  # noqa: F401 - world is a fixture
+    LIMITS,
+    ROOMY,
+    game,
+    processes,
+    rejected,
+    world,
+)
+from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="the hostile suite needs root")
 
 MB = 1024 * 1024
-REPO = Path(__file__).resolve().parents[1]
 
 
 def meminfo(field: str) -> int:
@@ -325,7 +332,7 @@ if not SOLVED:
 def test_the_verdict_equals_what_play_shows(world, source, verdict, outcome):
     from envduels_dagster.core.episodes import play_episode
     from envduels_dagster.core.validation import validate_environment
-    from tests.test_hostile import spec
+    from tests.core.sandbox.test_hostile import spec
 
     result = asyncio.run(validate_environment(spec(source), LIMITS))
     assert result.winnability == verdict, result.reject_reason

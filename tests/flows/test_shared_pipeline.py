@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.flows.test_shared_storage import pg  # noqa: F401  (the module's Postgres server fixture)
 from tests.helpers.pair_runs import ENVS_PER_AUTHOR, SEEDS
+from tests.helpers.paths import REPO
 from tests.helpers.pipeline import write_registry
-from tests.test_shared_storage import pg  # noqa: F401  (the module's Postgres server fixture)
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 MODELS = ["oracle", "journeyman", "novice"]
 ROWS_PER_PAIR = ENVS_PER_AUTHOR * len(SEEDS) * 2
 VOLATILE = ["materialized_at", "latency_s"]

@@ -21,10 +21,10 @@ from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.assets.training.assets import training_set
 from envduels_dagster.core.publication import read_snapshot
+from tests.helpers.paths import REPO
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
 MODELS = ["expert", "novice"]
-REPO = Path(__file__).resolve().parents[1]
 
 WRITER = """
 import sys, dagster as dg

@@ -1,5 +1,5 @@
 """Adaptive sampling and the marts: seeds played only because earlier outcomes left the verdict open are
-tagged ``sampling = 'adaptive'`` and left out of the marts, whose lift is then unbiased (tests/test_marts.py
+tagged ``sampling = 'adaptive'`` and left out of the marts, whose lift is then unbiased (tests/assets/test_marts.py
 holds the dbt filter; this file the tagging and the bias it removes)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import random
 import numpy as np
 
 from envduels_dagster.core.adaptive import AdaptivePolicy, play_env_adaptive
-from tests.test_adaptive import Rec, run
+from tests.core.stats.test_adaptive import Rec, run
 
 
 def test_only_the_committed_seeds_are_tagged_fixed_and_the_callers_records_stay_untouched():

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import REPO
+
 ARTIFACTS = REPO / "test-artifacts"
 MODELS = ["journeyman", "oracle"]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

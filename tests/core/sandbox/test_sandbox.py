@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+from tests.helpers.paths import REPO
 
 # Small limits keep the hostile cases fast; the defaults are 5 s / 20 s / 512 MB.
 FAST = SandboxLimits(step_timeout_s=1.0, load_timeout_s=10.0, cpu_seconds=2, memory_mb=256)
@@ -560,7 +561,7 @@ def test_killing_the_orchestrators_process_group_takes_the_sandbox_along():
     import sys
 
     source = env_source("while True:\n    pass")
-    script = ORCHESTRATOR.format(repo=str(Path(__file__).resolve().parents[1]), source=source)
+    script = ORCHESTRATOR.format(repo=str(REPO), source=source)
     tmp = tempfile.mkdtemp(prefix="envduels-test-")  # a killed orchestrator cannot remove its workdir
     os.chmod(tmp, 0o711)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True,

@@ -9,15 +9,15 @@ import pandas as pd
 import pytest
 
 from envduels_dagster.core import result_checks as rc
+from tests.helpers.paths import REPO
 
 
 @pytest.fixture(scope="module")
 def ranked():
     """Real rankings of a small synthetic tournament (the calibration benchmark's generator)."""
     import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(REPO / "benchmarks"))
     from calibration import tournament
 
     from envduels_dagster.core.rankings import compute_rankings

@@ -14,6 +14,7 @@ from envduels_dagster.core import convergence as conv
 from envduels_dagster.core import rankings as rk
 from envduels_dagster.core import stats as st
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows
+from tests.helpers.paths import TESTS
 
 # ----------------------------------------------------------------------------------- Bradley-Terry
 
@@ -261,7 +262,6 @@ def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistic
     Every figure is unchanged except the Bradley-Terry interval: it resampled duel rows by position, and the
     dbt mart's row order differs from run to run (two demo runs gave different bt_strength_lower); duels are
     now sorted first, so the interval depends on the duels only."""
-    from pathlib import Path
 
     from envduels_dagster.core.model_strings import sim_skill_ranks as skill_ranks
     from envduels_dagster.sim.profiles import PROFILES
@@ -270,7 +270,7 @@ def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistic
         return skill_ranks(registry[["name", "model"]].itertuples(index=False),
                            {name: p.skill_rank for name, p in PROFILES.items()})
 
-    data = Path(__file__).parent / "fixtures" / "demo_marts"
+    data = TESTS / "fixtures" / "demo_marts"
     read = lambda name: pd.read_parquet(data / f"{name}.parquet")  # noqa: E731
     duels = read("duels")
     run = lambda d: rk.compute_rankings(read("env_solver_stats"), d, n_boot=1000, seed=0, bt_prior=0.5,  # noqa: E731

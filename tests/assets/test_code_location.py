@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.code_location import SNAPSHOT
+from tests.helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SKIP = {".git", ".venv", "__pycache__", ".pytest_cache"}
 
 PROBE = """

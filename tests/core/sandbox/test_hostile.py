@@ -39,6 +39,7 @@ from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.registry import load_registry
 from envduels_dagster.core.sandbox import UID_BASE, UID_SPAN, SandboxedEnv, SandboxLimits, fork_server_pid
 from envduels_dagster.core.validation import validate_environment
+from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.skipif(
     os.getuid() != 0,
@@ -647,7 +648,7 @@ def test_writing_outside_the_working_directory(world, gateway, tmp_path):
     open_dir = tmp_path / "world-writable"
     open_dir.mkdir()
     open_dir.chmod(0o1777)
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     name = "pwned-" + os.urandom(4).hex()
     targets = [open_dir / name, Path("/tmp") / name, Path("/var/tmp") / name, Path("/dev/shm") / name,
                repo / name]
