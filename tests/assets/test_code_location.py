@@ -47,6 +47,7 @@ def tree(root: Path) -> set[str]:
     return out
 
 
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 @pytest.mark.parametrize("mode", ["import", "load"])
 def test_loading_the_definitions_writes_nothing_and_changes_no_environment_variable(tmp_path, mode):
     from envduels_dagster.assets.marts.project import prepare_manifest

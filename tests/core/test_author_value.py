@@ -160,6 +160,7 @@ def _materialize(path, learners):
                                      "value_settings": AuthorValueSettings(budget_usd=10.0, n_boot=300)})
 
 
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehouse(tmp_path):
     db = tmp_path / "w.duckdb"
     _write_warehouse(db, *warehouse())

@@ -60,6 +60,7 @@ def write_export_dir(root: Path, seeds) -> Path:
     return root
 
 
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_an_export_with_64_bit_seeds_round_trips_through_import_sandbox_and_export(tmp_path, envduels_home):
     from envduels_dagster.core.sandbox import SandboxLimits
     from envduels_dagster.core.training_export import ExportItem, write_export

@@ -162,6 +162,7 @@ def test_bad_imports_are_rejected_and_nothing_is_written(tmp_path, overrides, pr
                 assert conn.execute("SELECT count(*) FROM environments").fetchone()[0] == 0
 
 
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_good_import_validates_and_lands_in_the_warehouse(tmp_path, envduels_home):
     root = tmp_path / "export"
     write_manifest(root, {})

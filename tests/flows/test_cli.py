@@ -316,6 +316,7 @@ def test_a_source_that_is_not_utf8_is_bad_input(cli_env, tmp_path):
     assert one_error_line(out).startswith(f"envduels: error: {path}: not UTF-8 text (invalid continuation byte")
 
 
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_demo_with_a_bad_registry_is_one_line_exit_2(cli_env, tmp_path):
     bad = tmp_path / "ghost.yaml"
     bad.write_text("models:\n  - name: ghost\n    model: envduels-sim/nobody\n")

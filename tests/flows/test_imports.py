@@ -31,6 +31,7 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_an_import_is_a_materialization_and_the_models_then_play_it(tmp_path, envduels_home, monkeypatch):
     from envduels_dagster.assets.duels.assets import duel_episodes
     from envduels_dagster.definitions import build_resources

@@ -79,6 +79,7 @@ def test_a_provider_checks_its_own_model_strings_at_load_time(tmp_path):
         registry(tmp_path, "  - {name: m, model: envduels-sim/wizard}\n")
 
 
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_litellm_provider_snapshot_matches_the_pinned_litellm():
     from envduels_dagster.core.models.litellm_backend import litellm_module
 

@@ -93,6 +93,7 @@ SKILL = np.linspace(0.3, 0.0, 6)  # m0 strongest solver
     ("negative", np.full(6, 0.25)),  # every author hints equally well: no role separation exists
     ("positive", np.linspace(0.05, 0.45, 6)),  # planted: the stronger the solver, the worse its hints
 ])
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_role_separation_is_found_only_when_planted(control, author_lift):
     from envduels_dagster.core.rankings import compute_rankings
 

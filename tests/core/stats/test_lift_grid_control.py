@@ -34,6 +34,7 @@ def test_p_values_are_the_one_sided_t_test_over_environments():
     assert not out.loc[out["is_self_pair"], "decided"].any()
 
 
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_holm_keeps_the_family_wise_error_of_a_null_grid_near_5_percent_where_raw_tests_do_not():
     rng = np.random.default_rng(7)
     raw_any, holm_any, bh_any = 0, 0, 0
