@@ -17,8 +17,9 @@ charged the solver calls (model calls) of exactly the episodes it uses.
 Prints, per run: solver calls of fixed and adaptive sampling and the saving, agreement of
 training-set membership (the pipeline's rule: fails every cold seed, passes >= half the
 hinted ones) between adaptive and fixed, over all (environment, solver) and over peer
-pairs only, agreement of the category, and how often each design matches the
-reference. Goal: >= 35% fewer solver calls with >= 95% membership agreement.
+pairs only, agreement of the category, how often each design matches the
+reference, and the lift bias of each design against the reference (every seed the adaptive sampler played,
+as the marts averaged them before, against only its committed seeds, episodes.sampling = 'fixed', as now). Goal: >= 35% fewer solver calls with >= 95% membership agreement.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def evaluate(envs, names, results, policy, reference_seeds: int):
                 calls = sum(c.model_calls + h.model_calls for c, h in recs)
                 return cold, hint, len(done), calls
 
+            def lift(pairs):
+                done = [(c, h) for c, h in pairs if c.status != "incomplete" and h.status != "incomplete"]
+                return (sum((h.status == "success") - (c.status == "success") for c, h in done) / len(done)
+                        if done else float("nan"))
+
             fc, fh, fn, fcalls = outcome(range(4))
             rc, rh, rn, _ = outcome(range(reference_seeds))
 
@@ -86,7 +92,15 @@ def evaluate(envs, names, results, policy, reference_seeds: int):
                 return results[(env.env_id, solver, seed, "cold")], results[(env.env_id, solver, seed, "hinted")]
 
             recs, decision = asyncio.run(play_env_adaptive(play_seed, [0, 1, 2, 3], policy, env.env_id))
+            played = list(zip(recs[0::2], recs[1::2]))
+            reference = [(results[(env.env_id, solver, s, "cold")], results[(env.env_id, solver, s, "hinted")])
+                         for s in range(reference_seeds)]
             rows.append({
+                # lift of the (environment, solver): reference seeds (the truth's estimate), fixed 4 seeds, every
+                # seed the sampler played (what the marts used to average), its committed seeds only (what the
+                # marts average now: episodes.sampling = 'fixed')
+                "ref_lift": lift(reference), "fixed_lift": lift(reference[:4]), "adaptive_lift_all": lift(played),
+                "adaptive_lift_committed": lift([(c, h) for c, h in played if c.sampling == "fixed"]),
                 "self": env.author == solver,
                 "fixed_calls": fcalls, "adaptive_calls": sum(r.model_calls for r in recs),
                 "seeds": len(decision.seeds_played),
@@ -127,6 +141,18 @@ def report(label: str, rows: list[dict]) -> dict:
           f"adaptive={out['members_adaptive']}); category agreement {out['agree_category']:.1%}")
     print(f"[{label}] membership matching the reference: fixed-4 {out['fixed_vs_ref']:.1%}, "
           f"adaptive {out['adaptive_vs_ref']:.1%}")
+    import numpy as np
+
+    ref = np.array([r["ref_lift"] for r in peers])
+    near0 = np.abs(ref) <= 0.1
+    for col, what in (("fixed_lift", "fixed 4 seeds"), ("adaptive_lift_all", "adaptive, every seed played (before)"),
+                      ("adaptive_lift_committed", "adaptive, committed seeds only (marts now)")):
+        d = np.array([r[col] for r in peers]) - ref
+        out[f"bias_{col}"] = float(np.nanmean(d))
+        se = np.nanstd(d, ddof=1) / np.sqrt(np.sum(~np.isnan(d)))
+        print(f"[{label}] lift bias vs the {len(ref)} peer pairs' reference: {what}: mean {np.nanmean(d):+.3f} "
+              f"(SE {se:.3f}); "
+              f"where the reference lift is within 0.1 of 0 ({int(near0.sum())} pairs): {np.nanmean(d[near0]):+.3f}")
     return out
 
 

@@ -135,6 +135,49 @@ def admission_rows(envs: int, stats: pd.DataFrame, true_rates: pd.DataFrame) -> 
     return out
 
 
+def tournament_admission_rows(envs: int, episodes: pd.DataFrame, true_rates: pd.DataFrame,
+                              thresholds=(0.5, 0.8)) -> list[dict]:
+    """Expected vs realised false admissions of the product's training sets on the tournament warehouses.
+
+    Through ``core.training_set.build_training_set`` itself (what the ``training_set`` asset runs): each
+    4-model tournament is one warehouse (the joint prior is fitted on its peer rows), each model a learner.
+    Expected = the sum of 1 - p_learnable over the admitted rows (the figure the asset's metadata reports);
+    realised = admitted rows whose true rates are not learnable (true p_cold > cold_ceiling or true p_hint <
+    min_hint), counted against the generator's truth."""
+    from envduels_dagster.core.training_set import TrainingRule, build_training_set
+
+    truth = true_rates.set_index(["env_id", "solver"])
+    ids = episodes["env_id"].unique()
+    env_table = pd.DataFrame({"env_id": ids, "author": [i.split(".e")[0] for i in ids], "domain": "synthetic",
+                              "class_name": "Env", "max_turns": 6, "source_sha256": "0" * 64, "hint": "",
+                              "benchmark_seeds": [list(range(4))] * len(ids), "valid": True, "parent_env_id": None})
+    out = []
+    for threshold in thresholds:
+        rule = TrainingRule(threshold=threshold)
+        admitted = expected = false = learnable = considered = 0.0
+        for _group, eps in episodes.groupby(episodes["author"].str[:4]):
+            for learner in sorted(eps["solver"].unique()):
+                ts = build_training_set(learner, eps, env_table, rule)
+                rows = ts.rows
+                t = truth.loc[[(e, learner) for e in rows["env_id"]]] if len(rows) else truth.iloc[:0]
+                ok = (t["true_cold"] <= rule.cold_ceiling) & (t["true_hint"] >= rule.min_hint)
+                admitted += len(rows)
+                expected += ts.expected_false_admissions if len(rows) else 0.0
+                false += float((~ok).sum())
+                peer = truth.xs(learner, level="solver")
+                peer = peer[~peer.index.str.startswith(learner + ".")]
+                learnable += float(((peer["true_cold"] <= rule.cold_ceiling)
+                                    & (peer["true_hint"] >= rule.min_hint)).sum())
+                considered += ts.considered
+        note = (f"threshold {threshold}: admitted {int(admitted)} of {int(considered)} peer rows "
+                f"({int(learnable)} truly learnable); false admissions expected {expected:.1f}, realised "
+                f"{int(false)} (share {expected / max(admitted, 1):.3f} vs {false / max(admitted, 1):.3f})")
+        out.append({"envs": envs, "figure": f"training_set false admissions (P>={threshold})", "path": "python",
+                    "n": int(admitted), "reported": float("nan"), "coverage": float("nan"), "width": float("nan"),
+                    "note": note, "expected_false": expected, "realised_false": false})
+    return out
+
+
 MIXTURE = (  # category share, p_cold range, p_hint range: learnable environments form a cluster here
     (0.3, (0.5, 1.0), (0.5, 1.0)), (0.3, (0.0, 0.1), (0.0, 0.2)), (0.3, (0.0, 0.2), (0.55, 1.0)),
     (0.1, (0.15, 0.35), (0.35, 0.65)))
@@ -233,17 +276,17 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
                      "reported": float(shown.mean()), "coverage": float(ok.mean()) if ok.size else float("nan"),
                      "width": float(np.mean(hi[shown] - lo[shown])) if ok.size else float("nan"), "note": extra})
 
-    add("pair_lift bootstrap", "dbt", sql_lift["lift_lower"], sql_lift["lift_upper"], DELTA)
+    add("pair_lift t (lift_ci, published)", "dbt", sql_lift["lift_ci_lower"], sql_lift["lift_ci_upper"], DELTA)
     py = pair_lift(episodes, n_boot=n_boot)
-    add("pair_lift bootstrap", "python", py["lift_lower"], py["lift_upper"], DELTA)
-    if "lift_ci_lower" in sql_lift:
-        add("pair_lift t (lift_ci)", "dbt", sql_lift["lift_ci_lower"], sql_lift["lift_ci_upper"], DELTA)
-        add("pair_lift t (lift_ci)", "python", py["lift_ci_lower"], py["lift_ci_upper"], DELTA)
+    add("pair_lift t (lift_ci, published)", "python", py["lift_ci_lower"], py["lift_ci_upper"], DELTA)
+    add("pair_lift bootstrap (diagnostic)", "dbt", sql_lift["lift_boot_lower"], sql_lift["lift_boot_upper"], DELTA)
+    add("pair_lift bootstrap (diagnostic)", "python", py["lift_boot_lower"], py["lift_boot_upper"], DELTA)
     decided = (duels["outcome"] != "tie").to_numpy()
     add("duels lift_diff (null)", "dbt", duels["lift_diff_lower"], duels["lift_diff_upper"], 0.0,
         extra=f"decided {decided.mean():.3f} of {len(duels)}")
 
     rows += admission_rows(envs, stats, true_rates)
+    rows += tournament_admission_rows(envs, episodes, true_rates)
     per_fig: dict[str, list] = {}
     t1 = time.perf_counter()
     for g in range(groups):
@@ -283,10 +326,19 @@ def main() -> int:
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--admission-only", action="store_true", help="only the admission mixture table (fast)")
+    parser.add_argument("--no-mixture", action="store_true", help="skip the admission mixture table")
     parser.add_argument("--no-tournament", action="store_true",
                         help="skip the tournament table (BT, zeta, triads, role rho: benchmarks/calibration_tournament.py)")
     parser.add_argument("--tournament-groups", type=int, default=100, help="5-model warehouses per size")
     args = parser.parse_args()
+    if not args.no_mixture:
+        mixture_table()
+    if args.admission_only:
+        return 0
+    return tournament_tables(args)
+
+
+def mixture_table() -> None:
     print("admission on the mixture generator (20 warehouses each; P(learnable) >= 0.5, joint prior per warehouse):")
     for rows in (60, 200, 900):
         for seeds in (4, 8):
@@ -296,8 +348,9 @@ def main() -> int:
                   f"fixed rule admitted {t['rule']}, false share {t['rule_false'] / max(t['rule'], 1):.3f}; "
                   f"truly learnable {t['learnable']}; lift interval coverage {t['covered'] / t['rows']:.3f} "
                   f"(n = {t['rows']})", flush=True)
-    if args.admission_only:
-        return 0
+
+
+def tournament_tables(args) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="envduels-calibration-"))
     try:
         rows = [r for envs in args.envs for r in one_size(envs, args.groups, args.seeds, args.n_boot, workdir,
@@ -305,6 +358,12 @@ def main() -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     df = pd.DataFrame(rows)
+    adm = df[df["figure"].str.startswith("training_set false admissions")]
+    df = df.drop(index=adm.index, columns=["expected_false", "realised_false"], errors="ignore")
+    print("\ntraining_set admission on the tournament warehouses (core.training_set.build_training_set, each "
+          "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
+    for r in adm.itertuples(index=False):
+        print(f"  {r.envs:2d} envs/author, {r.note}")
     print(f"\nnominal 95% intervals; {args.groups} tournaments of 4 models per size, {args.seeds} seeds; "
           f"goal: coverage >= 0.93, null duels decided <= 0.05")
     with pd.option_context("display.width", 200, "display.max_rows", 200):

@@ -166,7 +166,10 @@ async def play_env_adaptive(play_seed: Callable, seeds: list[int], policy: Adapt
     for seed in seeds:
         if not next_step(decision.cold, decision.hint, decision.n, policy):
             break
+        committed = decision.n < policy.min_seeds  # played whatever the outcomes so far: unbiased
         cold_rec, hint_rec = await play_seed(seed)
+        if not committed:  # a copy: the caller's records may be shared (memoized episodes)
+            cold_rec, hint_rec = (r.model_copy(update={"sampling": "adaptive"}) for r in (cold_rec, hint_rec))
         records += [cold_rec, hint_rec]
         decision.seeds_played.append(seed)
         if cold_rec.status == "incomplete" or hint_rec.status == "incomplete":

@@ -5,8 +5,12 @@ shape of their syntax tree even when names, constants and wording differ, so we 
 AST node types, not the text. Each source becomes a bag of n-grams of its pre-order node-type sequence;
 similarity is the cosine of their tf-idf vectors (sublinear counts, smoothed idf).
 
-Against what: a **label-permutation null**. Shuffling which author wrote which environment (group sizes
-kept) gives the similarity expected if authorship did not matter. For each pair of authors we report the
+Against what: a **label-permutation null, stratified by environment family**. Shuffling which author wrote which
+environment *within each family* (each author's count per family kept) gives the similarity expected if
+authorship did not matter beyond which families the author wrote in. Unstratified, two authors who merely
+write in the same families (same templates) came out "converged" and the overall row "distinct styles";
+stratified, only similarity beyond the family mix counts. ``strata`` picks the column (``"family"`` when
+present, else ``"domain"``, else none); the table names it (column ``null_strata``). For each pair of authors we report the
 mean similarity between their environments, the null's mean and 95% range, a z-score and a one-sided
 p-value for "more similar than chance" (convergence of the two authors), and ``p_value_holm``, Holm's
 adjustment over the family of author pairs (many pairs are tested at once); the overall row compares all
@@ -105,12 +109,34 @@ def clusters(sim: np.ndarray, threshold: float = THRESHOLD) -> np.ndarray:
     return np.array([relabel[r] for r in roots], dtype=int)
 
 
+def stratified_permutation(rng: np.random.Generator, labels: np.ndarray, strata: np.ndarray | None) -> np.ndarray:
+    """``labels`` shuffled within each stratum (all together when ``strata`` is None)."""
+    if strata is None:
+        return rng.permutation(labels)
+    out = labels.copy()
+    for s in np.unique(strata):
+        idx = np.flatnonzero(strata == s)
+        out[idx] = labels[rng.permutation(idx)]
+    return out
+
+
+def strata_column(envs: pd.DataFrame, strata: str | None = "auto") -> str | None:
+    if strata != "auto":
+        return strata
+    for c in ("family", "domain"):
+        if c in envs and envs[c].notna().any():
+            return c
+    return None
+
+
 def design_convergence(envs: pd.DataFrame, n: int = NGRAM, n_perm: int = 1000, threshold: float = THRESHOLD,
-                       seed: int = 0, alpha: float = 0.05) -> tuple[pd.DataFrame, pd.DataFrame]:
+                       seed: int = 0, alpha: float = 0.05,
+                       strata: str | None = "auto") -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per author-pair table, cluster membership table) from rows with env_id, author, source (+ domain, family).
 
     The first table has one ``overall`` row (all cross-author pairs), one ``within`` row per author and one
-    ``pair`` row per pair of authors.
+    ``pair`` row per pair of authors. ``strata``: the column the null permutes within ("auto": family, else
+    domain; None: unstratified).
     """
     cols = ["scope", "author_a", "author_b", "n_env_pairs", "similarity", "null_mean", "null_lower", "null_upper",
             "z_score", "p_value"]
@@ -118,7 +144,7 @@ def design_convergence(envs: pd.DataFrame, n: int = NGRAM, n_perm: int = 1000, t
              "mean_similarity"]
     envs = envs.sort_values(["author", "env_id"]).reset_index(drop=True)
     if len(envs) < 2:
-        return pd.DataFrame(columns=[*cols, "p_value_holm"]), pd.DataFrame(columns=ccols)
+        return pd.DataFrame(columns=[*cols, "p_value_holm", "null_strata"]), pd.DataFrame(columns=ccols)
     sim = similarity_matrix(envs["source"].fillna("").tolist(), n)
     sim0 = sim.copy()
     np.fill_diagonal(sim0, 0.0)
@@ -127,11 +153,13 @@ def design_convergence(envs: pd.DataFrame, n: int = NGRAM, n_perm: int = 1000, t
     observed = _block_means(sim0, labels, len(authors))
     observed_cross = _cross_mean(sim0, labels)
 
+    stratum = strata_column(envs, strata)
+    groups = None if stratum is None else envs[stratum].fillna("(none)").astype(str).to_numpy()
     rng = np.random.default_rng(seed)
     null = np.empty((n_perm, len(authors), len(authors)))
     null_cross = np.empty(n_perm)
     for r in range(n_perm):
-        perm = rng.permutation(labels)
+        perm = stratified_permutation(rng, labels, groups)
         null[r] = _block_means(sim0, perm, len(authors))
         null_cross[r] = _cross_mean(sim0, perm)
 
@@ -160,6 +188,7 @@ def design_convergence(envs: pd.DataFrame, n: int = NGRAM, n_perm: int = 1000, t
     pairs = (table["scope"] == "pair").to_numpy()
     table["p_value_holm"] = np.nan
     table.loc[pairs, "p_value_holm"] = holm(table.loc[pairs, "p_value"].to_numpy(dtype=float))
+    table["null_strata"] = f"author labels permuted within {stratum}" if stratum else "unstratified"
 
     comp = clusters(sim, threshold)
     members = []

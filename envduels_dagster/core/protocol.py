@@ -150,3 +150,7 @@ class EpisodeRecord(BaseModel):
     retry_errors: list[str] = Field(default_factory=list)
     error: str | None = None
     transcript: list[dict[str, str]] = Field(default_factory=list)
+    # "fixed": its seed was committed before any outcome was seen (every fixed-design seed, and the adaptive
+    # sampler's first min_seeds). "adaptive": played only because earlier outcomes left the verdict open, so
+    # the marts leave it out (a stopping rule biases a mean of the seeds played; docs/STATISTICS.md).
+    sampling: Literal["fixed", "adaptive"] = "fixed"

@@ -30,13 +30,17 @@ def finite_or_none(x) -> float | None:
     return None if x is None or math.isnan(x) else float(x)
 
 
-def lift_grid(pair) -> str:
-    """Author x solver Markdown grid: lift [lower, upper]; self pairs in italics (excluded from peer metrics)."""
+def lift_grid(pair, tests=None) -> str:
+    """Author x solver Markdown grid: lift [lift_ci_lower, lift_ci_upper] (the published Student-t interval; "n/a"
+    when the mart gives none); self pairs in italics (excluded from peer metrics). ``tests``: the
+    ``lift_grid_tests`` frame; a peer cell is bold when "lift > 0" is decided after its multiple-comparison
+    control, and the legend names the method."""
     if pair.empty:
         return "_no pairs_"
     authors = sorted(pair["author"].unique())
     solvers = sorted(pair["solver"].unique())
     cells = {(r.author, r.solver): r for r in pair.itertuples(index=False)}
+    decided = set() if tests is None else {(r.author, r.solver) for r in tests.itertuples(index=False) if r.decided}
     lines = ["| author \\ solver | " + " | ".join(solvers) + " |", "|---|" + "---|" * len(solvers)]
     for a in authors:
         row = []
@@ -45,11 +49,19 @@ def lift_grid(pair) -> str:
             if r is None:
                 row.append("")
                 continue
-            text = f"{r.lift:+.2f} [{r.lift_lower:+.2f}, {r.lift_upper:+.2f}]"
-            row.append(f"_{text}_" if a == s else (f"**{text}**" if r.lift_lower > 0 else text))
+            lo, hi = finite_or_none(r.lift_ci_lower), finite_or_none(r.lift_ci_upper)
+            text = f"{r.lift:+.2f} " + (f"[{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else "[n/a]")
+            row.append(f"_{text}_" if a == s else (f"**{text}**" if (a, s) in decided else text))
         lines.append(f"| **{a}** | " + " | ".join(row) + " |")
     lines.append("")
-    lines.append("Bold: interval above zero. Italic: self pair (not a peer result).")
+    if tests is None:
+        lines.append("95% Student-t intervals over environments. Italic: self pair (not a peer result).")
+    else:
+        method = tests["method"].iloc[0] if len(tests) else "none"
+        n_family = int(tests.loc[~tests["is_self_pair"].astype(bool), "p_value"].notna().sum())
+        lines.append(f"95% Student-t intervals over environments ([n/a]: too few environments or no spread). "
+                     f"Bold: lift > 0 decided (one-sided t test over environments, {method} over the "
+                     f"{n_family} peer pairs tested). Italic: self pair (not a peer result).")
     return "\n".join(lines)
 
 

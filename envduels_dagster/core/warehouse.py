@@ -38,13 +38,13 @@ SCHEMA = {
         stop_reason VARCHAR, turns INTEGER, max_turns INTEGER, format_errors INTEGER, final_reward DOUBLE,
         prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE, model_calls INTEGER,
         cached_calls INTEGER, retries INTEGER, retry_errors VARCHAR, error VARCHAR, transcript VARCHAR, is_self_pair BOOLEAN, solver_version VARCHAR,
-        materialized_at TIMESTAMP""",
+        materialized_at TIMESTAMP, sampling VARCHAR""",
     # Per round (0 = original authoring, r = hardening round r), like every mart: rounds never pool. A warehouse
     # written before rounds gains the column (last, value 0) in place; readers and writers go by column name.
     "pair_lift": """
         round INTEGER, author VARCHAR, solver VARCHAR, is_self_pair BOOLEAN, n_envs INTEGER, n_matched INTEGER,
-        n_incomplete INTEGER, p_cold DOUBLE, p_hint DOUBLE, lift DOUBLE, lift_lower DOUBLE, lift_upper DOUBLE,
-        lift_ci_lower DOUBLE, lift_ci_upper DOUBLE, lift_ci_reason VARCHAR""",
+        n_incomplete INTEGER, p_cold DOUBLE, p_hint DOUBLE, lift DOUBLE, lift_boot_lower DOUBLE,
+        lift_boot_upper DOUBLE, lift_ci_lower DOUBLE, lift_ci_upper DOUBLE, lift_ci_reason VARCHAR""",
     "authoring_progress": """
         author VARCHAR, round INTEGER, n_pairs INTEGER, solver_skill DOUBLE, design_before DOUBLE,
         design_after DOUBLE, design_change DOUBLE, design_change_lower DOUBLE, design_change_upper DOUBLE,
@@ -73,7 +73,7 @@ SCHEMA = {
 
 # Values given to rows written before a column existed (everything before rounds was round 0).
 # author_calls: every environment row is exactly one authoring or hardening call (its cost stays unknown).
-MIGRATION_DEFAULTS = {"round": "0", "author_calls": "1"}
+MIGRATION_DEFAULTS = {"round": "0", "author_calls": "1", "sampling": "'fixed'"}
 
 # Seed columns are UBIGINT (unsigned 64-bit, see protocol.Seed). Warehouses written before that held
 # INTEGER seeds: ensure_schema widens those columns in place, in one transaction, rows intact.

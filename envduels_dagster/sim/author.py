@@ -33,7 +33,9 @@ def compose(profile: SimProfile, slot: int, family: str, difficulty: float, stru
     defect = rng.choice(DEFECTS) if rng.random() < profile.sloppiness else None
     if defect == "leaky_hint":
         family = "guess"
-    class_name = f"{family.capitalize()}{profile.name.capitalize()}{slot}"
+    # "oracle@neutral" (a solver with another author style) -> "OracleNeutral": a class name must be an identifier
+    style = "".join(part.capitalize() for part in profile.name.replace("@", " ").replace("-", " ").split())
+    class_name = f"{family.capitalize()}{style}{slot}"
     salt = rng.randrange(1, 10_000)
     rng_expr = f"random.Random(seed * 1000003 + {salt})"
     if defect == "unseeded_randomness":

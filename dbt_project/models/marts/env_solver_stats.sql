@@ -4,9 +4,13 @@
 -- own round only and the benchmark (round 0) is computed from round-0 rows alone.
 -- Incomplete episodes (infrastructure or environment errors) are excluded, and a seed counts only when both
 -- its cold and its hinted episode completed (DESIGN §6). Environments known to be invalid are left out.
+-- Seeds the adaptive sampler played only because earlier outcomes left its verdict open (episodes.sampling =
+-- 'adaptive') are left out too: a mean over a data-dependent number of seeds is biased; the seeds committed
+-- before any outcome (every fixed-design seed, the sampler's first min_seeds) are not (docs/STATISTICS.md).
 with episodes as (
     select round, env_id, author, solver, seed, condition, status
     from {{ source('warehouse', 'episodes') }}
+    where coalesce(sampling, 'fixed') <> 'adaptive'
 ),
 
 environments as (

@@ -34,6 +34,7 @@ class RankingsConfig(dg.Config):
     seed: int = 0
     bt_prior: float = 0.5  # virtual tied games per pair in the Bradley-Terry fit
     n_perm: int = 10000  # permutations for the role-separation p-value (exact up to 8 models)
+    lift_grid_method: str = "holm"  # multiple-comparison control of the lift grid's "lift > 0": "holm" or "bh"
 
 
 class ConvergenceConfig(dg.Config):
@@ -68,13 +69,16 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
                 "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
                 "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "
                 "by the duels mart's Welch rule per replicate; withheld with a reason below the stated minimum), and "
-                "role separation (solver rank vs author rank, permutation p-value). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
+                "role separation (solver rank vs author rank, permutation p-value); the metadata's author x solver "
+                "lift grid decides \"lift > 0\" per pair by a one-sided t test over environments under Holm's "
+                "control (named in the metadata). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
                 "Rounds used: one, DuelSettings.rankings_round (default 0 = the benchmark, original authoring); "
                 "the marts are per round and never pooled. Table `rankings` is published as a read-only snapshot "
                 "$ENVDUELS_HOME/published/rankings/_all.parquet once its checks pass (`consumer.RANKINGS`).",
 )
 def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSettings):
     from envduels_dagster.core.rankings import compute_rankings
+    from envduels_dagster.core.stats.multiple import lift_grid_tests
     from envduels_dagster.core.warehouse import replace_table
     from envduels_dagster.sim.profiles import PROFILES
 
@@ -82,8 +86,8 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     with warehouse.get_connection() as conn:
         stats = conn.execute("SELECT * FROM env_solver_stats WHERE round = ?", [round_]).df()
         duels = conn.execute("SELECT * FROM duels WHERE round = ?", [round_]).df()
-        pair = conn.execute("SELECT author, solver, lift, lift_lower, lift_upper FROM pair_lift WHERE round = ?",
-                            [round_]).df()
+        pair = conn.execute("SELECT author, solver, lift, lift_ci_lower, lift_ci_upper, lift_ci_reason FROM pair_lift "
+                            "WHERE round = ?", [round_]).df()
         registry = conn.execute("SELECT name, model FROM model_registry").df()
     if stats.empty:
         raise dg.Failure(f"env_solver_stats has no round-{round_} rows: materialize the round's episodes and the "
@@ -96,6 +100,8 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     with warehouse.get_connection() as conn:
         replace_table(conn, "rankings", table)
         replace_table(conn, "rankings_summary", summary)
+    tests = lift_grid_tests(stats, method=config.lift_grid_method)
+    peer = tests[~tests["is_self_pair"]]
     s = summary.iloc[0]
     transitivity = transitivity_markdown(s)
     metadata: dict[str, Any] = {
@@ -105,7 +111,10 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         "round": round_,
         "num_rows": len(table),
         f"leaderboard (round {round_})": leaderboard_table(table),
-        f"lift_grid (round {round_}; rows: author, columns: solver)": dg.MetadataValue.md(lift_grid(pair)),
+        f"lift_grid (round {round_}; rows: author, columns: solver)": dg.MetadataValue.md(lift_grid(pair, tests)),
+        "lift_grid_multiple_comparison": tests["method"].iloc[0] if len(tests) else config.lift_grid_method,
+        "lift_grid_pairs_tested": int(peer["p_value"].notna().sum()),
+        "lift_grid_pairs_decided": int(peer["decided"].sum()),
         "transitivity_and_role_separation": dg.MetadataValue.md(transitivity),
         "kendall_zeta": finite_or_none(s.kendall_zeta),
         "cyclic_triads": float(s.cyclic_triads),
@@ -130,7 +139,8 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     deps=["authored_environments"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
     tags={"layer": "analysis"}, code_version="1",
     description="How similar environment designs are across authors (cosine of AST-shape n-gram tf-idf) against a "
-                "label-permutation null, per author pair and overall (table `design_convergence`), and the "
+                "label-permutation null stratified by environment family (labels shuffled within family), per author "
+                "pair and overall (table `design_convergence`), and the "
                 "clusters of near-identical designs that span several authors (`design_convergence_clusters`). Rounds used: "
                 "one, DuelSettings.rankings_round (default 0 = original authoring).",
 )
@@ -162,6 +172,7 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
         "rounds used": f"round {settings.rankings_round}",
         "num_rows": len(table),
         "environments": len(envs),
+        "null": str(table["null_strata"].iloc[0]) if len(table) else "no null (fewer than 2 environments)",
         "clusters_spanning_authors": int(spanning["cluster_id"].nunique()) if len(spanning) else 0,
         "clusters": dg.MetadataValue.md(markdown_table(clusters)),
         "author_pairs": dg.MetadataValue.md(markdown_table(pairs, floatfmt=".3f")),

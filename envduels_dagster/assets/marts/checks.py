@@ -27,18 +27,23 @@ from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_resul
 from envduels_dagster.resources import DuelSettings
 
 ASSET = dg.AssetKey(["pair_lift"])
-REQUIRED = ["author", "solver", "lift", "lift_lower", "lift_upper", "n_matched"]
+# The published interval is lift_ci_* (Student t over environments); lift_boot_* is a diagnostic nobody reads.
+REQUIRED = ["author", "solver", "lift", "lift_ci_lower", "lift_ci_upper", "lift_ci_reason", "n_matched"]
+CI = ("lift_ci_lower", "lift_ci_upper")
 TOLERANCE = 1e-6
 MISSING_VALUE = 1e9  # stands in for "cannot be recomputed" so the comparison fails visibly
 
 CHECKS = {
-    "lift_in_range": "lift, lift_lower and lift_upper are set and in [-1, 1]; p_cold and p_hint in [0, 1].",
-    "interval_contains_estimate": "lift_lower <= lift <= lift_upper for every pair.",
+    "lift_in_range": "lift is set and in [-1, 1], so are lift_ci_lower and lift_ci_upper where given; p_cold and "
+                     "p_hint in [0, 1].",
+    "interval_contains_estimate": "The published interval (lift_ci_lower, lift_ci_upper) is given exactly when "
+                                  "lift_ci_reason is NULL and then lift_ci_lower <= lift <= lift_ci_upper.",
     "every_model_present": "Every registry model appears: one row per (round, author with valid environments in "
                            "that round, solver) peer pair, no duplicate pairs, no model missing from the registry.",
     "sample_size_minimum": "Every pair has at least DuelSettings.check_min_matched_seeds matched seeds.",
     "incomplete_excluded": "n_matched, n_incomplete and lift equal their recomputation from completed, matched "
-                           "episodes: incomplete episodes are never counted.",
+                           "episodes: incomplete episodes, and seeds the adaptive sampler played conditionally "
+                           "(episodes.sampling = 'adaptive'), are never counted.",
 }
 NAMES = list(CHECKS)
 WARN = frozenset({"every_model_present", "sample_size_minimum"})
@@ -62,10 +67,12 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
     # Pairs are keyed by (round, author, solver) (the contract), or (author, solver) for a mart without rounds.
     keys = (["round"] if "round" in cols and "round" in cat.columns("episodes") else []) + ["author", "solver"]
     k = ", ".join(keys)
+    # Seeds the adaptive sampler played conditionally (sampling = 'adaptive') never enter the mart.
+    committed = ("coalesce(sampling, 'fixed') <> 'adaptive'" if "sampling" in cat.columns("episodes") else "TRUE")
     expected = query(conn, f"""
         WITH done AS (
             SELECT env_id, {k}, seed, condition, (status = 'success')::DOUBLE AS y
-            FROM {episodes} WHERE status <> 'incomplete'),
+            FROM {episodes} WHERE status <> 'incomplete' AND {committed}),
         matched AS (
             SELECT env_id, {k}, seed,
                    max(y) FILTER (WHERE condition = 'cold') AS y_cold,
@@ -81,7 +88,7 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
             FROM per_env GROUP BY {k}),
         inc AS (
             SELECT {k}, count(*) AS expected_incomplete
-            FROM {episodes} WHERE status = 'incomplete' GROUP BY {k})
+            FROM {episodes} WHERE status = 'incomplete' AND {committed} GROUP BY {k})
         SELECT {", ".join(f"coalesce(p.{c}, i.{c}) AS {c}" for c in keys)},
                coalesce(p.expected_matched, 0) AS expected_matched, p.expected_lift,
                coalesce(i.expected_incomplete, 0) AS expected_incomplete
@@ -91,8 +98,12 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
     df["expected_incomplete"] = df["expected_incomplete"].fillna(0).astype(int)
     df["lift_error"] = (df["lift"].astype(float).fillna(MISSING_VALUE)
                         - df["expected_lift"].astype(float).fillna(-MISSING_VALUE)).abs()
-    df["lift_minus_lower"] = df["lift"].astype(float) - df["lift_lower"].astype(float)
-    df["upper_minus_lift"] = df["lift_upper"].astype(float) - df["lift"].astype(float)
+    df["lift_minus_lower"] = df["lift"].astype(float) - df["lift_ci_lower"].astype(float)
+    df["upper_minus_lift"] = df["lift_ci_upper"].astype(float) - df["lift"].astype(float)
+    given = df["lift_ci_lower"].notna() & df["lift_ci_upper"].notna()
+    absent = df["lift_ci_lower"].isna() & df["lift_ci_upper"].isna()
+    reason = df["lift_ci_reason"].notna() & (df["lift_ci_reason"].astype(str) != "")
+    df["interval_or_reason"] = (given & ~reason) | (absent & reason)
     df["pair"] = df[keys].astype(str).agg("|".join, axis=1) if len(df) else pd.Series(dtype=str)
 
     registry = cat.table("model_registry")
@@ -118,15 +129,18 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
 
     rules = [
         *[Rule("lift_in_range", "ExpectColumnValuesToNotBeNull", {"column": c}, f"{c} is set")
-          for c in ("lift", "lift_lower", "lift_upper")],
+          for c in ("lift",)],
         *[Rule("lift_in_range", "ExpectColumnValuesToBeBetween", {"column": c, "min_value": -1, "max_value": 1},
-               f"{c} is in [-1, 1]") for c in ("lift", "lift_lower", "lift_upper")],
+               f"{c} is in [-1, 1]") for c in ("lift", *CI)],
         *[Rule("lift_in_range", "ExpectColumnValuesToBeBetween", {"column": c, "min_value": 0, "max_value": 1},
                f"{c} is in [0, 1]", requires=(c,)) for c in ("p_cold", "p_hint")],
         Rule("interval_contains_estimate", "ExpectColumnValuesToBeBetween",
-             {"column": "lift_minus_lower", "min_value": -TOLERANCE}, "lift_lower <= lift"),
+             {"column": "lift_minus_lower", "min_value": -TOLERANCE}, "lift_ci_lower <= lift"),
         Rule("interval_contains_estimate", "ExpectColumnValuesToBeBetween",
-             {"column": "upper_minus_lift", "min_value": -TOLERANCE}, "lift <= lift_upper"),
+             {"column": "upper_minus_lift", "min_value": -TOLERANCE}, "lift <= lift_ci_upper"),
+        Rule("interval_contains_estimate", "ExpectColumnValuesToBeInSet",
+             {"column": "interval_or_reason", "value_set": [True]},
+             "both lift_ci bounds given and no reason, or both NULL with lift_ci_reason saying why"),
         Rule("every_model_present", "ExpectCompoundColumnsToBeUnique", {"column_list": keys},
              f"one row per ({', '.join(keys)})"),
         Rule("every_model_present", "ExpectColumnValuesToBeInSet", {"column": "author", "value_set": models},
@@ -150,7 +164,7 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
         Rule("every_model_present", "ExpectColumnValuesToBeBetween", {"column": "pair_rows", "min_value": 1},
              "every peer pair of registry models (author with valid environments in the round) has a row"),
     ]
-    index = ["pair", "lift_lower", "lift", "lift_upper"]
+    index = ["pair", "lift_ci_lower", "lift", "lift_ci_upper", "lift_ci_reason"]
     summary = {"models": len(models), "expected_peer_pairs": len(coverage), "rows": len(df),
                "min_n_matched": int(df["n_matched"].min()) if len(df) else 0}
     return [Frame("pair_lift", df, rules, index=index),

@@ -3,7 +3,7 @@
 Why one package: the same figures (bootstrap intervals, peer discrimination, Spearman with a
 permutation p, the categories and the training rule) used to be written two or three times
 across rankings, co-evolution, the adaptive sampler and the assets, and drifted. The dbt marts
-mirror a few of them in SQL; tests/test_marts.py holds each mirror equal to this package.
+mirror a few of them in SQL; tests/assets/test_marts.py holds each mirror equal to this package.
 
 * ``rules``: categories (wasted / noise / learnable) and the training rule.
 * ``lift``: matched seeds, per (environment, solver) statistics, pair lift, training candidates.
@@ -12,7 +12,7 @@ mirror a few of them in SQL; tests/test_marts.py holds each mirror equal to this
 * ``bootstrap``: cluster / paired bootstrap of a mean, stratified cluster weights, percentile intervals.
 * ``ranks``: average ranks, Spearman, Kendall, permutation p-values.
 * ``discrimination``: the peer panel's discrimination (author design score).
-* ``multiple``: Holm and Benjamini-Hochberg control for families of decisions; Welch p-values.
+* ``multiple``: Holm and Benjamini-Hochberg control for families of decisions (the lift grid's); Welch p-values.
 * ``tournament``: Bradley-Terry and cyclic triads of the duel tournament.
 """
 
@@ -32,7 +32,7 @@ from envduels_dagster.core.stats.bootstrap import (
 from envduels_dagster.core.stats.discrimination import discrimination, discrimination_rows
 from envduels_dagster.core.stats.intervals import MIN_ENVS, Interval, difference_interval, mean_interval, t_critical
 from envduels_dagster.core.stats.lift import env_solver_stats, matched_seeds, pair_lift, training_candidates
-from envduels_dagster.core.stats.multiple import benjamini_hochberg, holm, welch_p_value
+from envduels_dagster.core.stats.multiple import benjamini_hochberg, holm, lift_grid_tests, welch_p_value
 from envduels_dagster.core.stats.ranks import (
     kendall_tau,
     permutation_pvalue,
@@ -46,7 +46,7 @@ from envduels_dagster.core.stats.tournament import bradley_terry, bradley_terry_
 
 __all__ = [
     "admission_table", "expected_false_admissions", "learnable_probability", "lift_posterior_interval",
-    "benjamini_hochberg", "holm", "welch_p_value",
+    "benjamini_hochberg", "holm", "lift_grid_tests", "welch_p_value",
     "MIN_ENVS", "Interval", "difference_interval", "mean_interval", "t_critical",
     "LEARNABLE", "NOISE", "WASTED", "admits", "bootstrap_mean", "bradley_terry", "bradley_terry_bootstrap", "categorize", "category", "cluster_bootstrap_mean",
     "cyclic_triads", "discrimination", "discrimination_rows", "env_solver_stats", "is_member", "kendall_tau", "matched_seeds",

@@ -61,17 +61,20 @@ def env_solver_stats(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
-    """Mean matched-seed lift per (round, author, solver) with a cluster-bootstrap 95% interval (lift_lower/_upper)
-    and the calibrated Student-t interval over environments (lift_ci_lower/_upper, NaN with lift_ci_reason
-    when not given; core/stats/intervals.py).
+    """Mean matched-seed lift per (round, author, solver) with the published Student-t 95% interval over
+    environments (lift_ci_lower/_upper, NaN with lift_ci_reason when not given; core/stats/intervals.py) and,
+    as a diagnostic only, the percentile cluster bootstrap (lift_boot_lower/_upper; too narrow below ~12
+    environments, docs/STATISTICS.md).
 
     Environments weigh equally (DESIGN §6), for p_cold and p_hint too, so lift = p_hint - p_cold.
     The dbt model ``pair_lift`` computes the same figures in SQL (its bootstrap from hash-seeded draws; the
     t interval identical).
     """
     cols = ["round", "author", "solver", "is_self_pair", "n_envs", "n_matched", "n_incomplete", "p_cold", "p_hint",
-            "lift", "lift_lower", "lift_upper", "lift_ci_lower", "lift_ci_upper", "lift_ci_reason"]
+            "lift", "lift_boot_lower", "lift_boot_upper", "lift_ci_lower", "lift_ci_upper", "lift_ci_reason"]
     episodes = with_round(episodes)
+    if "sampling" in episodes:  # as the mart: seeds the adaptive sampler played conditionally stay out
+        episodes = episodes[episodes["sampling"].fillna("fixed") != "adaptive"]
     m = matched_seeds(episodes)
     rows = []
     incomplete = episodes[episodes["status"] == "incomplete"].groupby(["round", "author", "solver"]).size()
@@ -84,7 +87,7 @@ def pair_lift(episodes: pd.DataFrame, n_boot: int = 1000) -> pd.DataFrame:
                      "n_incomplete": int(incomplete.get((round_, author, solver), 0)),
                      "p_cold": grp.groupby("env_id")["y_cold"].mean().mean(),
                      "p_hint": grp.groupby("env_id")["y_hint"].mean().mean(),
-                     "lift": lift, "lift_lower": lo, "lift_upper": hi, "lift_ci_lower": ci.lower,
+                     "lift": lift, "lift_boot_lower": lo, "lift_boot_upper": hi, "lift_ci_lower": ci.lower,
                      "lift_ci_upper": ci.upper, "lift_ci_reason": ci.reason})
     return pd.DataFrame(rows, columns=cols)
 
