@@ -33,7 +33,9 @@ from tests.helpers.daemon import BIN, REPO, DagsterDev, live_env, wait_for_ticks
 pytestmark = pytest.mark.slow
 
 MODELS = ["expert", "journeyman", "apprentice"]
-LEARNER = "apprentice"  # with 3 environments per author and 4 seeds, the one learner whose set is not empty
+LEARNER = "journeyman"  # with 3 environments per author and 4 seeds, the one learner whose set is not empty
+# (a fact of the simulated draws: it moved from apprentice when the authoring brief changed; found by running
+# training_set for each learner on this registry)
 TICK_S = 5  # the downstream location's automation sensor interval (DOWNSTREAM_AUTOMATION_INTERVAL_S)
 SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SENSOR_INTERVAL_S": "10", "ENVDUELS_STALE_INTERVAL_S": "86400",
          "DOWNSTREAM_AUTOMATION_INTERVAL_S": str(TICK_S)}
