@@ -32,7 +32,7 @@ ui: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/envduels ui
 
 # After an intended change to assets, checks, jobs, sensors or schedules: rewrite the
-# code-location snapshot that tests/test_code_location.py compares against, then review the diff.
+# code-location snapshot that tests/assets/test_code_location.py compares against, then review the diff.
 snapshot: $(STAMP)
 	env -u ENVDUELS_ROUNDS -u ENVDUELS_STALE_CRON $(PY) tests/code_location.py --update
 

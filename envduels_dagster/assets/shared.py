@@ -38,7 +38,7 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-# The standard keys a table asset's materialization carries (tests/test_table_metadata.py asserts them).
+# The standard keys a table asset's materialization carries (tests/assets/test_table_metadata.py asserts them).
 TABLE_METADATA_KEYS = ("dagster/row_count", "dagster/column_schema", "dagster/table_name")
 
 

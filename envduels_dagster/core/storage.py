@@ -156,7 +156,7 @@ def is_transaction_conflict(exc: BaseException) -> bool:
     return type(exc).__module__.startswith(("duckdb", "_duckdb")) and (
         "conflict" in text or "concurrent" in text or "retry" in text
         or "duplicate key value violates unique constraint" in text  # two catalog inserts raced in Postgres
-        # two first processes initialized a new DuckLake at once (found by tests/test_shared_storage.py)
+        # two first processes initialized a new DuckLake at once (found by tests/flows/test_shared_storage.py)
         or ("failed to initialize ducklake" in text and "already exists" in text))
 
 

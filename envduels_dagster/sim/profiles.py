@@ -12,7 +12,7 @@ To make each author parameter independent of solver skill, name a profile ``<sol
 the solver knobs of ``<solver>``, the author knobs of ``<style>`` (another profile's name, or one of
 AUTHOR_STYLES). ``tests/registries/negative_control.yaml`` gives every model the ``neutral`` style:
 authoring is then identical across models, so no role separation and no skill-improvement
-correlation exist to be found (tests/test_controls.py).
+correlation exist to be found (tests/core/stats/test_controls.py).
 
 Solver knobs (all act on *how* the model plays, never on outcomes):
   precision      chance of choosing the best move its strategy knows (else a random legal one)

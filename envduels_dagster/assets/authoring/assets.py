@@ -11,9 +11,10 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.authoring.imports import AuthoringConfig, materialize_import
+from envduels_dagster.assets.authoring.writes import write_environments
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import models_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
+from envduels_dagster.assets.shared import OWNERS, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -31,7 +32,7 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
     from envduels_dagster.core.imports import is_import
     from envduels_dagster.core.models import LLMError, run_and_close
     from envduels_dagster.core.registry import RegistryError
-    from envduels_dagster.core.warehouse import environments_frame, replace_rows
+    from envduels_dagster.core.warehouse import environments_frame
 
     author = context.partition_key
     if is_import(author):  # an imported export, not a model (core/imports.py)
@@ -51,19 +52,6 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"author {author!r} could not be called, nothing was written: {exc}") from None
     df = environments_frame(specs, entry.version, utcnow())
-    with warehouse.get_connection() as conn:
-        replace_rows(conn, "environments", df, {"author": author, "round": 0})
-    valid = int(df["valid"].sum())
-    rejected = df[~df["valid"]][["env_id", "reject_reason"]]
-    partition = {"author": author, "round": 0}
-    return dg.MaterializeResult(data_version=table_version(warehouse, "environments", where=partition), metadata={
-        **table_metadata(warehouse, "environments", partition),
-        "num_rows": len(df),
-        "valid": valid,
-        "validity_rate": valid / len(df) if len(df) else 0.0,
-        "domains": ", ".join(sorted(df[df["valid"]]["domain"].unique())),
-        "rejections": dg.MetadataValue.md(markdown_table(rejected)),
-        "author_version": entry.version,
-        "model_calls": sum(gw.stats.backend_calls.values()),
-        "cache_hits": sum(gw.stats.cache_hits.values()),
-    })
+    return write_environments(warehouse, df, author, entry.version,
+                              model_calls=sum(gw.stats.backend_calls.values()),
+                              cache_hits=sum(gw.stats.cache_hits.values()))

@@ -13,7 +13,8 @@ import asyncio
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import markdown_table, table_metadata, table_version, utcnow
+from envduels_dagster.assets.authoring.writes import write_environments
+from envduels_dagster.assets.shared import utcnow
 from envduels_dagster.resources import SandboxResource
 
 
@@ -31,7 +32,7 @@ def materialize_import(context: dg.AssetExecutionContext, config: AuthoringConfi
     from envduels_dagster.core.export_format import ExportFormatError, load_export
     from envduels_dagster.core.imports import ImportInputError, content_digest, import_name, namespaced, staged_export
     from envduels_dagster.core.validation import validate_environment
-    from envduels_dagster.core.warehouse import environments_frame, replace_rows
+    from envduels_dagster.core.warehouse import environments_frame
     from envduels_dagster.settings import envduels_home
 
     partition = context.partition_key
@@ -53,21 +54,8 @@ def materialize_import(context: dg.AssetExecutionContext, config: AuthoringConfi
     checked = asyncio.run(validate_all())
     version = content_digest(checked)
     df = environments_frame(checked, version, utcnow())
-    with warehouse.get_connection() as conn:
-        replace_rows(conn, "environments", df, {"author": partition, "round": 0})
-    valid = int(df["valid"].sum())
-    where = {"author": partition, "round": 0}
-    return dg.MaterializeResult(data_version=table_version(warehouse, "environments", where=where), metadata={
-        **table_metadata(warehouse, "environments", where),  # as authored partitions report (assets/shared.py)
-        "num_rows": len(df),
-        "valid": valid,
-        "validity_rate": valid / len(df) if len(df) else 0.0,
-        "domains": ", ".join(sorted(df[df["valid"]]["domain"].unique())),
-        "rejections": dg.MetadataValue.md(markdown_table(df[~df["valid"]][["env_id", "reject_reason"]])),
-        "author_version": version,
-        "export_dir": dg.MetadataValue.path(str(export_dir.resolve())),
-        "model_calls": 0,
+    return write_environments(
+        warehouse, df, partition, version, export_dir=dg.MetadataValue.path(str(export_dir.resolve())), model_calls=0,
         # what `envduels import` prints, in manifest order (the CLI need not open the warehouse after the run)
-        "verdicts": dg.MetadataValue.json([{"env_id": c.env_id, "valid": c.valid, "reason": c.reject_reason}
-                                           for c in checked]),
-    })
+        verdicts=dg.MetadataValue.json([{"env_id": c.env_id, "valid": c.valid, "reason": c.reject_reason}
+                                        for c in checked]))

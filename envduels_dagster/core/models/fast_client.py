@@ -48,7 +48,7 @@ def parse_completion(status: int, retry_after: str | None, raw: bytes) -> tuple[
         tokens = usage["prompt_tokens"], usage["completion_tokens"]
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
         raise MalformedBody(f"unreadable completion body: {type(exc).__name__}") from None
-    # Found by tests/test_fuzz_inputs.py: a null content (a tool-call reply) or float/bool token counts
+    # Found by tests/flows/test_fuzz_inputs.py: a null content (a tool-call reply) or float/bool token counts
     # used to pass through as a reply of None or truncated counts.
     if not isinstance(text, str):
         raise MalformedBody(f"unreadable completion body: message content is {type(text).__name__}, not text")

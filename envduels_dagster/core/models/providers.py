@@ -38,7 +38,7 @@ BACKENDS: dict[str, str] = {
 }
 
 # litellm.provider_list of the pinned litellm (1.110.2), kept here so that checking a model string
-# needs no litellm import; tests/test_model_backends.py asserts it equals the installed litellm's.
+# needs no litellm import; tests/core/models/test_model_backends.py asserts it equals the installed litellm's.
 LITELLM_PROVIDERS: frozenset[str] = frozenset("""
 a2a a2a_agent abliteration ai21 ai21_chat aiand aiml aiohttp_openai amazon_nova anthropic anthropic_text apertis
 assemblyai auto_router aws_polly aws_textract azure azure_ai azure_speech azure_text baseten bedrock bedrock_mantle

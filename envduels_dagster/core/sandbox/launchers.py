@@ -4,7 +4,7 @@ Why an interface: the sandbox handle (``SandboxedEnv``) must not care whether it
 worker was forked from a preloaded template, started as a fresh interpreter, or
 started inside bubblewrap -- the confinement inside the worker is the same, only
 speed and the outer layer differ. Each launcher registers under a name;
-``SandboxLimits.launcher`` picks one, and tests/test_sandbox_conformance.py runs one
+``SandboxLimits.launcher`` picks one, and tests/core/sandbox/test_sandbox_conformance.py runs one
 conformance suite (``self_check.py``) against every registered launcher.
 """
 

@@ -30,7 +30,7 @@ UID_SPAN = 2**31 - UID_BASE
 # What the authoring prompt should promise (core/authoring.py quotes it): the worker
 # gives environment code a read-only view of the interpreter's own standard library
 # (no site-packages), and the confinement, not a missing module, refuses what reaches
-# the host. tests/test_sandbox_stdlib.py holds environments written this way.
+# the host. tests/core/sandbox/test_sandbox_stdlib.py holds environments written this way.
 ALLOWED_MODULES_SENTENCE = (
     "Python standard library only: any standard-library module may be imported "
     "(for example random, re, math, itertools, collections, functools, operator, heapq, bisect, "

@@ -46,7 +46,7 @@ def namespace_fix() -> str:
             "(securityContext.capabilities.add: [SYS_ADMIN]; docker run --cap-add SYS_ADMIN); "
             "(3) run the pods under gVisor (runtimeClassName: gvisor); the bubblewrap layer "
             "(launcher 'bwrap') needs the same user-namespace permission as (1). "
-            f"Check a node with tests/test_sandbox_conformance.py. See {DEPLOY_SECTION}.")
+            f"Check a node with tests/core/sandbox/test_sandbox_conformance.py. See {DEPLOY_SECTION}.")
 
 
 def refusal_message(what: str, reason: str, knob: str) -> str:

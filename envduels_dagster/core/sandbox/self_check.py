@@ -5,7 +5,7 @@ environment code the same protocol, the same classified failures and the same
 confinement. Each check is an ``async`` function of a ``Sandboxes`` factory that
 raises ``AssertionError`` saying what differed. ``run_self_check`` runs them all and
 returns ``{check name: True | "FAILED: ..." | "ERROR: ..."}``;
-tests/test_sandbox_conformance.py runs each check against each registered launcher.
+tests/core/sandbox/test_sandbox_conformance.py runs each check against each registered launcher.
 Pure: no pytest, no Dagster.
 """
 

@@ -1,0 +1,183 @@
+"""Negative and positive controls: the pipeline finds role separation only when the simulation plants it.
+
+Why: in the default profiles the author knobs are monotone in solver skill, so the demo's "findings" are
+inputs. The negative-control registry (tests/registries/negative_control.yaml) makes authoring independent
+of skill; the rankings code (core.rankings.compute_rankings, what the ``rankings`` asset runs) must then
+report a role correlation whose interval covers 0, and recover a planted one otherwise.
+"""
+
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import spearmanr
+
+from envduels_dagster.core.model_strings import sim_profile
+from envduels_dagster.core.registry import load_registry
+from envduels_dagster.sim.profiles import AUTHOR_KNOBS, PROFILES, get_profile
+from tests.helpers.paths import REGISTRIES
+
+
+def profiles_of(registry: str):
+    return [get_profile(sim_profile(m.model)) for m in load_registry(REGISTRIES / registry).models]
+
+
+def test_negative_control_registry_makes_every_author_knob_independent_of_skill():
+    profiles = profiles_of("negative_control.yaml")
+    assert sorted(p.skill_rank for p in profiles) == [1, 2, 3, 4, 5]  # solvers still differ ...
+    for knob in AUTHOR_KNOBS:  # ... authors do not: one value per knob across the five models
+        assert len({getattr(p, knob) for p in profiles}) == 1, knob
+    assert {p.precision for p in profiles} == {p.precision for p in PROFILES.values()}
+
+
+def test_default_profiles_plant_the_correlations_the_readme_states():
+    """README: hint quality, difficulty and feedback gain are monotone-ish in solver skill (rank 1 = strongest)."""
+    profiles = profiles_of("positive_control.yaml")
+    rank = [p.skill_rank for p in profiles]
+    rho = {k: spearmanr(rank, [getattr(p, k) for p in profiles])[0] for k in ("hint_quality", "difficulty",
+                                                                            "feedback_gain")}
+    # skill order = -rank: hint quality falls with skill, difficulty rises, feedback gain falls
+    assert rho == pytest.approx({"hint_quality": 0.7, "difficulty": -1.0, "feedback_gain": 1.0})
+
+
+def test_author_style_changes_authoring_only():
+    p = get_profile("oracle@novice")
+    assert (p.precision, p.skill_rank) == (PROFILES["oracle"].precision, 1)
+    assert p.hint_quality == PROFILES["novice"].hint_quality and p.difficulty == PROFILES["novice"].difficulty
+    with pytest.raises(KeyError, match="unknown author style 'nobody'"):
+        get_profile("oracle@nobody")
+
+
+def warehouse(rng, skill, author_lift, envs: int = 12, seeds: int = 4):
+    """env_solver_stats and duels of one tournament: solver s has cold rate base + skill[s]; author a's hints
+    lift every peer by author_lift[a] (+ noise per environment)."""
+    from envduels_dagster.core.stats import env_solver_stats, pair_lift
+
+    names = [f"m{i}" for i in range(len(skill))]
+    rows = []
+    for a, author in enumerate(names):
+        base = rng.uniform(0.05, 0.3, envs)
+        lift = np.clip(author_lift[a] + rng.uniform(-0.1, 0.1, envs), 0, 1)
+        for s, solver in enumerate(names):
+            p_cold = np.clip(base + skill[s], 0, 1)
+            p_hint = np.clip(p_cold + lift, 0, 1)
+            for e in range(envs):
+                for seed in range(seeds):
+                    for cond, p in (("cold", p_cold[e]), ("hinted", p_hint[e])):
+                        rows.append({"env_id": f"{author}.e{e}", "author": author, "solver": solver,
+                                     "condition": cond, "seed": seed,
+                                     "status": "success" if rng.random() < p else "failure"})
+    episodes = pd.DataFrame(rows)
+    stats = env_solver_stats(episodes)
+    stats["is_self_pair"] = stats["author"] == stats["solver"]
+    return stats, pair_lift(episodes, n_boot=50)
+
+
+def duels_from(pl: pd.DataFrame) -> pd.DataFrame:
+    """Welch duels of the authors' peer lifts (the dbt `duels` mart's rule, enough for role separation)."""
+
+    peer = pl[~pl["is_self_pair"]] if "is_self_pair" in pl else pl[pl["author"] != pl["solver"]]
+    means = peer.groupby("author")["lift"].mean()
+    names = sorted(means.index)
+    return pd.DataFrame([{"model_a": a, "model_b": b, "score_a": 1.0 if means[a] > means[b] else 0.0,
+                          "outcome": "a" if means[a] > means[b] else "b", "lift_diff": means[a] - means[b],
+                          "lift_diff_se": 0.05, "diff_df": 10.0, "lift_diff_lower": means[a] - means[b] - 0.1,
+                          "lift_diff_upper": means[a] - means[b] + 0.1}
+                         for i, a in enumerate(names) for b in names[i + 1:]])
+
+
+SKILL = np.linspace(0.3, 0.0, 6)  # m0 strongest solver
+
+
+@pytest.mark.parametrize("control,author_lift", [
+    ("negative", np.full(6, 0.25)),  # every author hints equally well: no role separation exists
+    ("positive", np.linspace(0.05, 0.45, 6)),  # planted: the stronger the solver, the worse its hints
+])
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
+def test_role_separation_is_found_only_when_planted(control, author_lift):
+    from envduels_dagster.core.rankings import compute_rankings
+
+    covers, rejects, rhos = 0, 0, []
+    for g in range(8):
+        stats, pl = warehouse(np.random.default_rng(100 + g), SKILL, author_lift)
+        _, summary = compute_rankings(stats, duels_from(pl), n_boot=200, seed=g)
+        s = summary.iloc[0]
+        rhos.append(s.role_rho)
+        covers += bool(s.role_rho_lower <= 0 <= s.role_rho_upper)
+        rejects += bool(s.role_p_value < 0.05)
+    if control == "negative":
+        assert covers >= 6 and rejects <= 1, (covers, rejects, rhos)
+    else:  # solver rank and author rank run opposite ways: rho near -1, decided in most tournaments
+        assert np.mean(rhos) < -0.7 and rejects >= 6, (covers, rejects, rhos)
+
+
+# ------------------------------------------------------------------ end to end, through the simulated models
+# The negative-control registry through the real pipeline (materialize_all: registry, authoring, every pair,
+# dbt marts, rankings, training sets, the lift -> learning study) at 5 environments per author (so every author
+# keeps the 3 valid ones the role interval needs) and 4 seeds, no hardening round. Measured on the shared 2-core
+# machine under load: 96-105 s. The planted solver skill is the
+# positive control of the same run (the scale has the power to find what is planted); the planted role
+# separation of the default profiles is not recovered at this scale (positive_control.yaml, 4 envs: rho -0.3
+# [-0.9, 0.1]), so its positive control stays on the compute path (test_role_separation_is_found_only_when_planted).
+
+
+@pytest.fixture(scope="module")
+def negative_pipeline(tmp_path_factory):
+    import shutil
+
+    import dagster as dg
+
+    from envduels_dagster.demo import materialize_all
+    from tests.helpers.pipeline import pipeline_resources
+
+    tmp = tmp_path_factory.mktemp("negative_control")
+    registry = tmp / "models.yaml"
+    shutil.copy(REGISTRIES / "negative_control.yaml", registry)
+    resources = pipeline_resources(tmp, registry, envs_per_author=5, seeds=(0, 1, 2, 3))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENVDUELS_ROUNDS", "0")  # round 0 only: the controls are about the benchmark
+        materialize_all(dg.DagsterInstance.ephemeral(), resources, log=lambda _m: None)
+    return tmp / "warehouse.duckdb", registry
+
+
+def _read(db, sql):
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as conn:
+        return conn.execute(sql).df()
+
+
+@pytest.mark.slow
+def test_negative_control_pipeline_finds_no_role_separation(negative_pipeline):
+    db, _ = negative_pipeline
+    assert int(_read(db, "SELECT count(*) AS n FROM environments WHERE valid AND round = 0")["n"][0]) >= 10
+    s = _read(db, "SELECT * FROM rankings_summary").iloc[0]
+    assert int(s.role_n_models) == 5 and int(s.role_min_envs_per_author) >= 3
+    assert s.role_rho_reason is None or pd.isna(s.role_rho_reason), s.role_rho_reason  # the interval is published
+    assert s.role_rho_lower <= 0 <= s.role_rho_upper, (s.role_rho, s.role_rho_lower, s.role_rho_upper)
+    assert s.role_p_value > 0.05
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open finding: the lift -> learning correlation of the negative control is "
+                   "rho = +0.29, p = 0.049 over 20 rows at this scale after merging main at 25004f0, cause not traced (it was "
+                   "+0.01 / +0.07, p = 0.96 / 0.76 before). The simulated learner internalizes hints, so lift -> gain "
+                   "is the studied mechanism even with neutral authoring: whether it must vanish here is open "
+                   "(docs/STATISTICS.md, Controls). Strict: when it stops rejecting, this fails and the note goes.")
+def test_negative_control_pipeline_lift_learning_correlation_is_not_significant(negative_pipeline):
+    from envduels_dagster.core.learning_study import correlate
+
+    db, _ = negative_pipeline
+    rho, p, n = correlate(_read(db, "SELECT * FROM lift_learning"))
+    assert n >= 10 and p > 0.05, (rho, p, n)
+
+
+@pytest.mark.slow
+def test_negative_control_pipeline_still_recovers_the_planted_solver_skill(negative_pipeline):
+    from scipy.stats import kendalltau
+
+    db, registry = negative_pipeline
+    skill = {m.name: get_profile(sim_profile(m.model)).skill_rank for m in load_registry(registry).models}
+    table = _read(db, "SELECT model, solver_rank FROM rankings")
+    tau = kendalltau(table["solver_rank"], table["model"].map(skill))[0]
+    assert tau >= 0.6, table  # 5 models: at most 2 of the 10 pairs out of order

@@ -1,0 +1,273 @@
+"""author_value on hand-built warehouses: known costs and outcomes give known per-dollar figures and ranks."""
+
+from __future__ import annotations
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.core.author_value import RANKED, SELF, author_value, learnable_probability
+from envduels_dagster.core.costing import list_cost
+from envduels_dagster.core.warehouse import replace_rows
+
+SEEDS = [0, 1, 2, 3]
+LEARNER = "learner"
+
+
+def env_row(author, slot, valid=True, cost=0.01, round_=0, parent=None):
+    env_id = f"{author}.r{round_}.{slot}"
+    return {"env_id": env_id, "author": author, "round": round_, "domain": "d", "class_name": "C", "max_turns": 5,
+            "source": "x", "source_sha256": env_id, "hint": "h", "benchmark_seeds": SEEDS, "valid": valid,
+            "reject_reason": None if valid else "broken", "winnability": "proven", "parent_env_id": parent,
+            "author_version": "1", "author_meta": "{}", "author_calls": 1, "author_prompt_tokens": 100,
+            "author_completion_tokens": 50, "author_cost_usd": cost}
+
+
+def episode_rows(env_id, author, rescued, solver=LEARNER, cost=0.001):
+    """``rescued`` of the 4 seeds fail cold and pass hinted; the others pass cold and hinted."""
+    rows = []
+    for seed in SEEDS:
+        learnable = seed < rescued
+        for condition, ok in (("cold", not learnable), ("hinted", True)):
+            rows.append({"env_id": env_id, "author": author, "solver": solver, "round": 0, "condition": condition,
+                         "seed": seed, "status": "success" if ok else "failure", "stop_reason": "terminated",
+                         "model_calls": 2, "cost_usd": cost, "is_self_pair": author == solver})
+    return rows
+
+
+def warehouse(cheap_cost=0.01, pricey_cost=0.10, pricey_priced=True):
+    """cheap: 4 valid envs (3 fully learnable, 1 never) + 1 rejected, $cheap_cost each.
+    pricey: 4 valid envs, all fully learnable, $pricey_cost each. The learner wrote 2 (all learnable)."""
+    envs, eps = [], []
+    for slot, rescued in enumerate([4, 4, 4, 0]):
+        envs.append(env_row("cheap", slot, cost=cheap_cost))
+        eps += episode_rows(f"cheap.r0.{slot}", "cheap", rescued)
+    envs.append(env_row("cheap", 4, valid=False, cost=cheap_cost))
+    for slot in range(4):
+        envs.append(env_row("pricey", slot, cost=pricey_cost if pricey_priced else None))
+        eps += episode_rows(f"pricey.r0.{slot}", "pricey", 4)
+    for slot in range(2):
+        envs.append(env_row(LEARNER, slot, cost=0.001))
+        eps += episode_rows(f"{LEARNER}.r0.{slot}", LEARNER, 4)
+    return pd.DataFrame(envs), pd.DataFrame(eps)
+
+
+def test_the_learnable_probability_is_a_jeffreys_beta_binomial_posterior():
+    assert learnable_probability(4, 4) == (4.5, 0.5)
+    assert learnable_probability(0, 4) == (0.5, 4.5)
+    assert learnable_probability(0, 0) == (0.5, 0.5)
+
+
+def test_a_model_without_a_price_costs_none_never_zero():
+    assert list_cost(1000, 1000, 0.0, 0.0, response_cost_usd=0.0) is None
+    assert list_cost(1000, 1000, 0.0, 0.0, response_cost_usd=0.002) == 0.002
+    assert list_cost(1000, 1000, 0.0, 0.0, response_cost_usd=0.002, cached=True) is None
+    assert list_cost(1_000_000, 500_000, 1.0, 4.0, cached=True) == pytest.approx(3.0)
+
+
+def test_known_costs_and_outcomes_give_the_expected_per_dollar_figures_and_the_cheaper_better_author_first():
+    envs, eps = warehouse()
+    table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, n_boot=500)
+    t = table.set_index("author")
+    # cheap: posterior means 0.9, 0.9, 0.9, 0.1 and 0 for the rejected one -> 2.8 over 5 envs costing $0.05.
+    assert t.loc["cheap", "expected_learnable"] == pytest.approx(2.8)
+    assert t.loc["cheap", "per_env"] == pytest.approx(0.56)
+    assert t.loc["cheap", "per_usd"] == pytest.approx(56.0)
+    assert t.loc["cheap", "per_kcall"] == pytest.approx(560.0)
+    assert t.loc["cheap", "validity_rate"] == pytest.approx(0.8)
+    assert t.loc["pricey", "per_env"] == pytest.approx(0.9)
+    assert t.loc["pricey", "per_usd"] == pytest.approx(9.0)
+    # pricey writes better environments, cheap gives more per dollar: the cheaper author ranks first.
+    assert t.loc["cheap", "rank"] == 1 and t.loc["pricey", "rank"] == 2
+    assert t.loc["cheap", "rank_basis"] == "per_usd"
+    assert t.loc["cheap", "p_best"] > 0.95 and t.loc["cheap", "rank_upper"] == 1
+    for fig in ("per_env", "per_usd", "per_kcall"):
+        assert (table[f"{fig}_lower"] <= table[fig]).all() and (table[fig] <= table[f"{fig}_upper"]).all()
+    assert t.loc["cheap", "per_usd_lower"] < 56.0 < t.loc["cheap", "per_usd_upper"]
+    # the learner's own environments are reported, not ranked; its evaluation calls are apart
+    assert t.loc[LEARNER, "status"] == SELF and pd.isna(t.loc[LEARNER, "rank"])
+    assert t.loc["cheap", "eval_calls"] == 4 * 4 * 2 * 2 and t.loc["cheap", "author_calls"] == 5
+    # the whole budget goes to cheap: $10 buys 200 environment slots, 560 expected learnable
+    total = mix.set_index("author").loc["(total)"]
+    assert mix["author"].tolist() == ["cheap", "(total)"]
+    assert total["expected_learnable"] == pytest.approx(560.0)
+    assert mix.set_index("author").loc["cheap", "envs_to_write"] == pytest.approx(1000.0)
+    assert total["expected_lower"] <= 560.0 <= total["expected_upper"]
+
+
+def test_when_cheap_is_not_cheap_the_better_writer_wins_and_a_share_cap_splits_the_budget():
+    envs, eps = warehouse(cheap_cost=0.20)
+    table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, max_share=0.5, n_boot=300)
+    t = table.set_index("author")
+    assert t.loc["cheap", "per_usd"] == pytest.approx(2.8)
+    assert t.loc["pricey", "rank"] == 1 and t.loc["cheap", "rank"] == 2
+    m = mix.set_index("author")
+    assert m.loc["pricey", "share"] == pytest.approx(0.5) and m.loc["cheap", "share"] == pytest.approx(0.5)
+    assert m.loc["(total)", "expected_learnable"] == pytest.approx(5 * 9.0 + 5 * 2.8)
+
+
+def test_an_unpriced_author_is_ranked_by_calls_and_never_shown_as_free():
+    envs, eps = warehouse(pricey_priced=False)
+    table, mix = author_value(envs, eps, LEARNER, n_boot=300)
+    t = table.set_index("author")
+    assert not t.loc["pricey", "priced"] and pd.isna(t.loc["pricey", "per_usd"])
+    assert pd.isna(t.loc["pricey", "author_cost_usd"]) and "no price" in t.loc["pricey", "price_note"]
+    assert (table["rank_basis"] == "per_kcall").all()
+    # per 1000 calls pricey (900) beats cheap (560)
+    assert t.loc["pricey", "rank"] == 1
+    assert mix["currency"].iloc[0] == "calls"
+
+
+def test_too_few_environments_say_insufficient_data():
+    envs, eps = warehouse()
+    table, mix = author_value(envs, eps, LEARNER, min_envs=5, n_boot=200)
+    t = table.set_index("author")
+    assert t.loc["pricey", "status"] == "insufficient data" and pd.isna(t.loc["pricey", "rank"])
+    assert t.loc["cheap", "status"] == RANKED and t.loc["cheap", "rank"] == 1
+
+
+def test_a_hardened_lineage_counts_once_with_its_newest_valid_version_and_all_its_calls():
+    envs, eps = warehouse()
+    child = env_row("pricey", 0, cost=0.10, round_=1, parent="pricey.r0.0")
+    envs = pd.concat([envs, pd.DataFrame([child])], ignore_index=True)
+    eps = pd.concat([eps, pd.DataFrame(episode_rows("pricey.r1.0", "pricey", 0))], ignore_index=True)
+    t = author_value(envs, eps, LEARNER, n_boot=200)[0].set_index("author")
+    assert t.loc["pricey", "n_envs"] == 4 and t.loc["pricey", "n_written"] == 5
+    assert t.loc["pricey", "expected_learnable"] == pytest.approx(0.9 * 3 + 0.1)
+    assert t.loc["pricey", "per_usd"] == pytest.approx(2.8 / 0.5)
+
+
+# ---------------------------------------------------------------- through Dagster on a real DuckDB file
+
+
+def _write_warehouse(path, envs, eps):
+    with duckdb.connect(str(path)) as conn:
+        replace_rows(conn, "environments", envs)
+        replace_rows(conn, "episodes", eps)
+
+
+def _materialize(path, learners):
+    from envduels_dagster.assets.value.assets import author_value as asset
+    from envduels_dagster.assets.value.checks import author_value_checks
+    from envduels_dagster.resources import AuthorValueSettings
+
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("solvers", learners)
+    return dg.materialize([asset, author_value_checks], instance=instance, partition_key=LEARNER,
+                          resources={"warehouse": DuckDBResource(database=str(path)),
+                                     "value_settings": AuthorValueSettings(budget_usd=10.0, n_boot=300)})
+
+
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
+def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehouse(tmp_path):
+    db = tmp_path / "w.duckdb"
+    _write_warehouse(db, *warehouse())
+    result = _materialize(db, [LEARNER, "cheap", "pricey"])
+    assert result.success
+    md = result.asset_materializations_for_node("author_value")[0].metadata
+    assert "cheap gives 0.56 [" in md["answer"].value and "56.0 [" in md["answer"].value
+    assert md["chart"].value.startswith("![author value for learner](data:image/svg+xml;base64,")
+    assert md["rank_basis"].value == "per_usd"
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"ranks_within_range": True, "intervals_ordered": True, "costs_non_negative": True,
+                      "every_author_present": True}
+    with duckdb.connect(str(db), read_only=True) as conn:
+        ranks = dict(conn.execute("SELECT author, rank FROM author_value WHERE learner = ?", [LEARNER]).fetchall())
+        total = conn.execute("SELECT expected_learnable FROM author_value_mix WHERE author = '(total)'").fetchone()
+    assert ranks == {"cheap": 1, "pricey": 2, LEARNER: None}
+    assert total[0] == pytest.approx(560.0)
+
+
+@pytest.mark.parametrize("corrupt, failing", [
+    ("UPDATE author_value SET rank = 7 WHERE author = 'pricey'", "ranks_within_range"),
+    ("UPDATE author_value SET per_usd_lower = per_usd + 1 WHERE author = 'cheap'", "intervals_ordered"),
+    ("UPDATE author_value SET author_cost_usd = -1 WHERE author = 'cheap'", "costs_non_negative"),
+    ("UPDATE author_value SET priced = FALSE, price_note = 'no price' WHERE author = 'cheap'", "costs_non_negative"),
+    ("DELETE FROM author_value WHERE author = 'pricey'", "every_author_present"),
+])
+def test_the_checks_fail_on_bad_data(tmp_path, corrupt, failing):
+    from envduels_dagster.assets.value.checks import evaluate_author_value
+
+    db = tmp_path / "w.duckdb"
+    _write_warehouse(db, *warehouse())
+    assert _materialize(db, [LEARNER]).success
+    with duckdb.connect(str(db)) as conn:
+        conn.execute(corrupt)
+        results = {r.check_name: r for r in evaluate_author_value(conn, LEARNER)}
+    assert not results[failing].passed, results[failing].description
+    assert [n for n, r in results.items() if not r.passed] == [failing]
+
+
+def test_an_empty_warehouse_and_an_unplayed_author_give_insufficient_data_not_numbers():
+    envs, eps = warehouse()
+    table, mix = author_value(envs.iloc[0:0], eps.iloc[0:0], LEARNER, n_boot=50)
+    assert table.empty and mix.empty
+    table, mix = author_value(envs, eps[eps["author"] != "pricey"], LEARNER, n_boot=50)
+    t = table.set_index("author")
+    assert t.loc["pricey", "status"] == "insufficient data" and t.loc["pricey", "n_unplayed"] == 4
+    assert pd.isna(t.loc["pricey", "per_env"]) and pd.isna(t.loc["pricey", "rank"])
+    from envduels_dagster.core.value_chart import value_sentence, value_svg
+
+    assert "pricey: insufficient data (n=0)" in value_sentence(table, mix, LEARNER)
+    assert "no data" in value_svg(table, LEARNER) and value_sentence(table.iloc[0:0], mix, LEARNER).endswith(
+        "insufficient data (no environments written yet)")
+
+
+def test_authoring_records_calls_tokens_and_list_cost_per_environment_also_on_cache_hits(tmp_path):
+    """Real simulated authoring through the gateway and its cache: a priced model's environments carry
+    their cost, the same on a cached re-run (where the run spent nothing); an unpriced one's carry None."""
+    import asyncio
+
+    from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.cache import CallCache
+    from envduels_dagster.core.models import Gateway, run_and_close
+    from envduels_dagster.core.registry import load_registry
+
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - name: journeyman\n    model: envduels-sim/journeyman\n"
+                    "    input_cost_per_mtok: 1.0\n    output_cost_per_mtok: 4.0\n"
+                    "  - name: novice\n    model: envduels-sim/novice\n")
+    registry = load_registry(path)
+
+    def run():
+        gw = Gateway(registry, CallCache(tmp_path / "calls.sqlite"))
+        specs = {a: asyncio.run(run_and_close(gw, author_environments(gw, a, 2, [0, 1]))) for a in ("journeyman", "novice")}
+        return specs, gw
+
+    first, gw1 = run()
+    again, gw2 = run()
+    assert sum(gw2.stats.backend_calls.values()) == 0  # the second run is served by the cache
+    for spec, cached in zip(first["journeyman"], again["journeyman"]):
+        assert spec.author_calls == 1 and spec.author_prompt_tokens > 0 and spec.author_completion_tokens > 0
+        expected = (spec.author_prompt_tokens * 1.0 + spec.author_completion_tokens * 4.0) / 1e6
+        assert spec.author_cost_usd == pytest.approx(expected) and cached.author_cost_usd == pytest.approx(expected)
+    assert all(s.author_cost_usd is None and s.author_calls == 1 for s in first["novice"] + again["novice"])
+
+
+def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
+    """core.hardening.harden_author: a kept child is a copy of its parent, but its usage is the round's call."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from envduels_dagster.core.hardening import harden_author
+    from envduels_dagster.core.models import ChatResponse
+    from envduels_dagster.core.protocol import EnvironmentSpec
+
+    parent = EnvironmentSpec(env_id="a.r0.0", author="a", class_name="C", max_turns=3, source="x", hint="h",
+                             benchmark_seeds=[0], author_calls=1, author_prompt_tokens=999,
+                             author_completion_tokens=999, author_cost_usd=5.0)
+
+    class Gw:
+        registry = SimpleNamespace(get=lambda name: SimpleNamespace(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0))
+
+        async def chat(self, model, messages, seed=None, request=None):
+            return ChatResponse(text='```json\n{"keep": true, "reason": "fine"}\n```', prompt_tokens=100,
+                                completion_tokens=10)
+
+    peers = pd.DataFrame(columns=["env_id", "solver", "condition", "seed", "status", "transcript"])
+    (child,) = asyncio.run(harden_author(Gw(), "a", 1, [parent], peers, [], 2000, None))
+    assert child.parent_env_id == "a.r0.0" and child.author_meta.get("keep")
+    assert (child.author_calls, child.author_prompt_tokens, child.author_completion_tokens) == (1, 100, 10)
+    assert child.author_cost_usd == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6)

@@ -1,0 +1,344 @@
+"""The ``envduels`` console script, run as a real subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ENVDUELS = shutil.which("envduels", path=str(Path(sys.executable).parent)) or str(Path(sys.executable).parent / "envduels")
+
+GOOD = '''import random
+
+
+class Parity:
+    def __init__(self, max_turns=2):
+        self.max_turns = max_turns
+
+    def _answer(self, seed):
+        return random.Random(seed).choice(["even", "odd"])
+
+    def reset(self, seed):
+        self.answer = self._answer(seed)
+        self.turn = 0
+        return "Is my hidden number even or odd?", {}
+
+    def step(self, action):
+        self.turn += 1
+        won = self.answer in action
+        truncated = not won and self.turn >= self.max_turns
+        return ("Yes." if won else "No."), float(won), won, truncated, {}
+
+    def reference_actions(self, seed):
+        return [self._answer(seed)]
+'''
+
+
+@pytest.fixture
+def cli_env(envduels_home, sim_registry):
+    """Environment for the subprocess: a private home and a registry of two simulated models."""
+    env = dict(os.environ)
+    env["ENVDUELS_HOME"] = str(envduels_home)
+    env["ENVDUELS_REGISTRY"] = str(sim_registry(["oracle", "novice"]))
+    return env
+
+
+def envduels(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([ENVDUELS, *map(str, args)], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_console_script_is_installed():
+    assert Path(ENVDUELS).is_file() and os.access(ENVDUELS, os.X_OK)
+
+
+def test_models_names_and_registry_path(cli_env):
+    out = envduels(cli_env, "models", "--names")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["oracle", "novice"]
+    out = envduels(cli_env, "models", "--registry-path")
+    assert out.returncode == 0
+    assert out.stdout.strip() == cli_env["ENVDUELS_REGISTRY"]
+
+
+def test_models_with_a_broken_registry_names_the_problem(cli_env, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models:\n  - name: a\n")
+    out = envduels({**cli_env, "ENVDUELS_REGISTRY": str(bad)}, "models", "--names")
+    assert out.returncode == 2
+    assert f"{bad}: entry #1 ('a'): field 'model': Field required" in out.stderr
+
+
+def test_validate_valid_file_json(cli_env, tmp_path):
+    path = tmp_path / "parity.py"
+    path.write_text(GOOD)
+    out = envduels(cli_env, "validate", path, "--json", "--seed", "0", "--seed", "1", "--hint", "Count carefully.")
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    assert result == {"env_id": "parity", "valid": True, "reason": None, "winnability": "proven"}
+
+
+def test_validate_rejected_file_exits_1_with_reason(cli_env, tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text(GOOD.replace("return [self._answer(seed)]", "return ['maybe']"))
+    out = envduels(cli_env, "validate", path, "--json", "--seed", "0")
+    assert out.returncode == 1
+    result = json.loads(out.stdout)
+    assert result["valid"] is False
+    assert result["reason"] == "reference solution does not win seed 0 within max_turns=10 (1 reference actions)"
+    # and in plain text
+    out = envduels(cli_env, "validate", path, "--seed", "0")
+    assert out.returncode == 1
+    assert out.stdout.startswith("broken: REJECTED: reference solution does not win seed 0")
+
+
+def test_validate_usage_errors_exit_2(cli_env, tmp_path):
+    out = envduels(cli_env, "validate")
+    assert out.returncode == 2 and "the following arguments are required: path" in out.stderr
+    out = envduels(cli_env, "validate", tmp_path / "missing.py")
+    assert out.returncode == 2 and "missing.py: no such file or directory" in out.stderr
+    two = tmp_path / "two.py"
+    two.write_text(GOOD + "\n\n" + GOOD.replace("class Parity", "class Other").replace("import random\n", ""))
+    out = envduels(cli_env, "validate", two)
+    assert out.returncode == 2 and "found 2 environment classes; name one with --class" in out.stderr
+
+
+def test_play_json(cli_env, tmp_path):
+    path = tmp_path / "parity.py"
+    path.write_text(GOOD)
+    out = envduels(cli_env, "play", path, "--model", "oracle", "--seed", "3", "--max-turns", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)
+    assert rec["status"] in ("success", "failure")
+    assert rec["stop_reason"] in ("terminated", "truncated", "max_turns")
+    assert 1 <= rec["turns"] <= 2  # --max-turns 2
+    assert (rec["status"] == "success") == (rec["stop_reason"] == "terminated" and rec["final_reward"] > 0)
+    assert rec["solver"] == "oracle" and rec["seed"] == 3 and rec["condition"] == "cold"
+    assert "transcript" not in rec
+    # the call went through the cache under ENVDUELS_HOME
+    assert (Path(cli_env["ENVDUELS_HOME"]) / "cache" / "calls.sqlite").is_file()
+
+
+def test_play_unknown_model_is_a_usage_error(cli_env, tmp_path):
+    path = tmp_path / "parity.py"
+    path.write_text(GOOD)
+    out = envduels(cli_env, "play", path, "--model", "gpt-9", "--json")
+    assert out.returncode == 2
+    assert "no model named 'gpt-9'; known: oracle, novice" in out.stderr
+
+
+# --------------------------------------------------------------------------- export directories
+
+
+def build_export(root: Path, sources: dict[str, str]) -> Path:
+    """An EnvDuels export v1: manifest + sources + metadata + privileged hint files."""
+    entries = []
+    for env_id, source in sources.items():
+        (root / "envs").mkdir(parents=True, exist_ok=True)
+        (root / "meta").mkdir(exist_ok=True)
+        (root / "privileged").mkdir(exist_ok=True)
+        (root / "envs" / f"{env_id}.py").write_text(source)
+        (root / "meta" / f"{env_id}.json").write_text(json.dumps({"benchmark_seeds": [0, 1]}))
+        (root / "privileged" / f"{env_id}.json").write_text(
+            json.dumps({"environment_id": env_id, "hints": {"hint_1": "Think about parity.", "hint_2": "Guess."}}))
+        entries.append({
+            "id": env_id, "source": f"envs/{env_id}.py",
+            "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+            "class_name": "Parity", "max_turns": 2, "domain": "logic", "split": "test", "author": "someone",
+            "metadata": f"meta/{env_id}.json", "privileged": f"privileged/{env_id}.json",
+        })
+    (root / "manifest.json").write_text(json.dumps({"format_version": 1, "environments": entries}))
+    return root
+
+
+def _manifest(root: Path) -> dict:
+    return json.loads((root / "manifest.json").read_text())
+
+
+def test_validate_export_directory(cli_env, tmp_path):
+    root = build_export(tmp_path / "export", {"p1": GOOD, "p2": GOOD.replace("even", "pair")})
+    out = envduels(cli_env, "validate", root, "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["env_id"], r["valid"], r["winnability"]) for r in results] == [("p1", True, "proven"),
+                                                                               ("p2", True, "proven")]
+
+    # one bad environment in the export makes the whole command fail, naming that environment
+    manifest = _manifest(root)
+    bad = GOOD.replace("return [self._answer(seed)]", "return ['nope']")
+    (root / "envs" / "p2.py").write_text(bad)
+    manifest["environments"][1]["source_sha256"] = hashlib.sha256(bad.encode()).hexdigest()
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    out = envduels(cli_env, "validate", root, "--json")
+    assert out.returncode == 1
+    results = {r["env_id"]: r for r in map(json.loads, out.stdout.splitlines())}
+    assert results["p1"]["valid"] is True
+    assert results["p2"]["reason"].startswith("reference solution does not win seed 0")
+
+
+@pytest.mark.parametrize(
+    ("tamper", "fragment"),
+    [
+        (lambda root, m: m["environments"][0].update(source="../outside.py"),
+         "environment 'p1': source path '../outside.py' escapes the export root"),
+        (lambda root, m: m["environments"][0].update(source="/etc/passwd"),
+         "environment 'p1': source path '/etc/passwd' escapes the export root"),
+        (lambda root, m: m["environments"][0].update(privileged="../outside.py"),
+         "environment 'p1': privileged path '../outside.py' escapes the export root"),
+        (lambda root, m: (root / "envs" / "p1.py").write_text(GOOD + "\n# tampered\n"),
+         "environment 'p1': source_sha256 does not match 'envs/p1.py'"),
+        (lambda root, m: m.update(format_version=2), "format_version must be 1"),
+        (lambda root, m: m["environments"][0].update(metadata="meta/missing.json"),
+         "environment 'p1': metadata file 'meta/missing.json' does not exist"),
+        # a symlink inside the root that points outside it is an escape too
+        (lambda root, m: ((root / "envs" / "link.py").symlink_to(root.parent / "outside.py"),
+                          m["environments"][0].update(source="envs/link.py")),
+         "environment 'p1': source path 'envs/link.py' escapes the export root"),
+        (lambda root, m: m["environments"][0].pop("class_name"), "environment 'p1': manifest entry lacks 'class_name'"),
+        (lambda root, m: m["environments"][0].update(max_turns="many"),
+         "environment 'p1': max_turns: Input should be a valid integer"),
+        (lambda root, m: m["environments"].append("not an object"), "environment #2 must be a JSON object"),
+    ],
+)
+def test_export_loader_rejects_tampering(tmp_path, tamper, fragment):
+    from envduels_dagster.core.export_format import ExportFormatError, load_export
+
+    root = tampered_export(tmp_path, tamper)
+    with pytest.raises(ExportFormatError) as info:
+        load_export(root)
+    assert fragment in str(info.value)
+
+
+def tampered_export(tmp_path: Path, tamper) -> Path:
+    root = build_export(tmp_path / "export", {"p1": GOOD})
+    (tmp_path / "outside.py").write_text(GOOD)  # a real file just outside the root
+    manifest = _manifest(root)
+    tamper(root, manifest)
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+@pytest.mark.parametrize(
+    ("tamper", "fragment"),
+    [
+        (lambda root, m: m["environments"][0].update(source="../outside.py"),
+         "environment 'p1': source path '../outside.py' escapes the export root"),
+        (lambda root, m: (root / "envs" / "p1.py").write_text(GOOD + "\n# tampered\n"),
+         "environment 'p1': source_sha256 does not match 'envs/p1.py'"),
+    ],
+)
+def test_validate_cli_rejects_tampered_exports(cli_env, tmp_path, tamper, fragment):
+    root = tampered_export(tmp_path, tamper)
+    out = envduels(cli_env, "validate", root, "--json")
+    assert out.returncode == 1, out.stdout + out.stderr  # rejected input, not a usage error
+    result = json.loads(out.stdout)
+    assert result["valid"] is False
+    assert fragment in result["reason"]
+    out = envduels(cli_env, "validate", root)
+    assert out.returncode == 1 and out.stdout.startswith(f"{root}: REJECTED: {fragment}")
+
+
+def test_export_sha256_is_of_the_file_bytes(tmp_path):
+    """A CRLF source hashed as written is accepted (reading it as text would translate the
+    newlines and break the hash); its text reaches the validator unchanged."""
+    from envduels_dagster.core.export_format import load_export
+
+    root = build_export(tmp_path / "export", {"p1": GOOD})
+    crlf = GOOD.replace("\n", "\r\n").encode()
+    (root / "envs" / "p1.py").write_bytes(crlf)
+    manifest = _manifest(root)
+    manifest["environments"][0]["source_sha256"] = hashlib.sha256(crlf).hexdigest()
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (spec,) = load_export(root)
+    assert spec.source.encode() == crlf
+    assert spec.hint == "Think about parity.\nGuess."  # graded hints joined in order
+    assert spec.benchmark_seeds == [0, 1] and spec.max_turns == 2 and spec.author == "someone"
+
+
+# --------------------------------------------------------------------------- the error boundary
+
+
+def one_error_line(out: subprocess.CompletedProcess) -> str:
+    """stderr holds exactly one line, the error, and no traceback."""
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("envduels: error: ") and "Traceback" not in out.stderr
+    return lines[0]
+
+
+def test_version_prints_the_installed_version(cli_env):
+    from importlib.metadata import version
+
+    out = envduels(cli_env, "--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"envduels {version('envduels-dagster')}"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["validate"], "envduels validate: the following arguments are required: path (see 'envduels validate --help')"),
+    (["validate", "x.py", "--max-turns", "0"], "envduels validate: argument --max-turns: --max-turns 0 is outside "
+                                                "1..200"),
+    (["validate", "x.py", "--seed", str(2**64)], f"argument --seed: seed {2**64} is outside 0..2**64-1"),
+    (["play", "x.py", "--model", "oracle", "--seed", "-1"], "argument --seed: seed -1 is outside 0..2**64-1"),
+    (["demo", "--seeds", "zero"], "envduels demo: argument --seeds: --seeds must be an integer, got 'zero'"),
+    (["serve-sim", "--fault-rate", "nan"], "argument --fault-rate: --fault-rate nan is outside 0.0..1.0"),
+    (["serve-sim", "--port", "70000"], "argument --port: port 70000 is outside 0..65535"),
+    (["nonsense"], "envduels: argument command: invalid choice: 'nonsense'"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(cli_env, args, message):
+    out = envduels(cli_env, *args)
+    assert out.returncode == 2
+    assert message in one_error_line(out)
+
+
+def test_debug_adds_the_traceback_before_or_after_the_command(cli_env, tmp_path):
+    missing = tmp_path / "missing.py"
+    plain = envduels(cli_env, "validate", missing)
+    assert plain.returncode == 2
+    assert one_error_line(plain) == (f"envduels: error: {missing}: no such file or directory; give an environment "
+                                     ".py file or an export directory")
+    for args in (["--debug", "validate", missing], ["validate", missing, "--debug"]):
+        out = envduels(cli_env, *args)
+        assert out.returncode == 2
+        assert out.stderr.startswith("Traceback (most recent call last):")
+        assert out.stderr.splitlines()[-1] == one_error_line(plain)
+
+
+def test_a_source_that_is_not_utf8_is_bad_input(cli_env, tmp_path):
+    path = tmp_path / "latin.py"
+    path.write_bytes(GOOD.encode() + b"# caf\xe9\n")
+    out = envduels(cli_env, "validate", path)
+    assert out.returncode == 2
+    assert one_error_line(out).startswith(f"envduels: error: {path}: not UTF-8 text (invalid continuation byte")
+
+
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
+def test_demo_with_a_bad_registry_is_one_line_exit_2(cli_env, tmp_path):
+    bad = tmp_path / "ghost.yaml"
+    bad.write_text("models:\n  - name: ghost\n    model: envduels-sim/nobody\n")
+    out = envduels({**cli_env, "ENVDUELS_REGISTRY": str(bad)}, "demo")
+    assert out.returncode == 2
+    assert one_error_line(out) == (f"envduels: error: registry error: {bad}: entry #1 ('ghost'): field 'model': "
+                                   "unknown simulated profile 'nobody'; known: oracle, expert, journeyman, "
+                                   "apprentice, novice")
+
+
+@pytest.mark.slow
+def test_a_failing_demo_run_is_one_line_naming_the_run_and_the_log_not_a_runtimeerror_traceback(cli_env, tmp_path):
+    """A model server that refuses connections: the authoring run fails inside Dagster (after the gateway's
+    retries). The user reads one line naming the failed run and the file holding Dagster's log."""
+    down = tmp_path / "down.yaml"
+    down.write_text("models:\n  - name: down\n    model: openai/x\n    api_base: http://127.0.0.1:9/v1\n"
+                    "    client: fast\n")
+    out = envduels({**cli_env, "ENVDUELS_REGISTRY": str(down)}, "demo", "--envs-per-author", "1", "--seeds", "1")
+    assert out.returncode == 1
+    line = one_error_line(out)
+    log = Path(cli_env["ENVDUELS_HOME"]) / "logs" / "demo-failure.log"
+    assert line.startswith("envduels: error: demo failed: run for round 0 authoring [down] failed; see run ")
+    assert line.endswith(f"in the Dagster UI; Dagster's log of the failure: {log} "
+                         "(run again with --debug for the traceback)")
+    assert "ConnectionRefusedError" in log.read_text()

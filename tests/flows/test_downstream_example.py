@@ -1,0 +1,149 @@
+"""examples/downstream, a second code location, consumes the training set on the producer's instance.
+
+Shown on one instance and one ENVDUELS_HOME, with the producer's real assets and checks: the downstream
+asset loads the published rows; declarative automation requests it once per new training set that
+passed its blocking checks, never for one that failed them, never for an unchanged one.
+"""
+
+
+import importlib.util
+import json
+import warnings
+
+import dagster as dg
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from envduels_dagster.assets.authoring.assets import authored_environments
+from envduels_dagster.assets.duels.assets import duel_episodes
+from envduels_dagster.assets.registry.partitions import pair_key, register_models, solver_partitions
+from envduels_dagster.assets.training.assets import training_set
+from envduels_dagster.assets.training.checks import training_set_checks
+from envduels_dagster.core.publication import content_version
+from envduels_dagster.core.warehouse import read_table, replace_rows
+from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
+from tests.helpers.paths import REPO
+from tests.helpers.pipeline import pipeline_resources, write_registry
+
+MODELS = ["oracle", "expert", "novice"]
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("downstream_example", REPO / "examples/downstream/definitions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dg.asset(name="training_set", partitions_def=solver_partitions, io_manager_key=PUBLISHED_IO_MANAGER_KEY)
+def corrupted_training_set(context: dg.AssetExecutionContext, warehouse: DuckDBResource):
+    """A buggy filter: the learner's own environment slips into its set (the blocking checks fail)."""
+    learner = context.partition_key
+    with warehouse.get_connection() as conn:
+        rows = read_table(conn, "training_set", {"learner": learner})
+        own = read_table(conn, "environments", {"author": learner}).iloc[0]
+        bad = rows.iloc[:0].copy()
+        bad.loc[0] = {**{c: None for c in rows.columns}, "learner": learner, "env_id": own["env_id"],
+                      "author": learner, "domain": own["domain"], "class_name": own["class_name"],
+                      "max_turns": own["max_turns"], "source_sha256": own["source_sha256"], "hint": own["hint"],
+                      "benchmark_seeds": [0, 1], "n_seeds": 2, "p_cold": 0.0, "p_hint": 1.0, "lift": 1.0,
+                      "lift_lower": 1.0, "lift_upper": 1.0, "rank": 1}
+        replace_rows(conn, "training_set", bad, {"learner": learner})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dg.Output(bad, data_version=dg.DataVersion(content_version(bad)))
+
+
+@pytest.fixture(scope="module")
+def producer(tmp_path_factory):
+    """The producer's pairs played for real (simulated models, sandboxed play) on a persistent instance."""
+    import os
+
+    tmp = tmp_path_factory.mktemp("downstream")
+    home = tmp / "home"
+    old = os.environ.get("ENVDUELS_HOME")
+    os.environ["ENVDUELS_HOME"] = str(home)
+    resources = pipeline_resources(tmp, write_registry(tmp / "models.yaml", MODELS), 3, (0, 1))
+    # Two seeds: the probability admission rarely reaches its threshold on so little evidence, and this
+    # test is about publication, not admission, so it admits by the fixed rule.
+    from envduels_dagster.resources import DuelSettings
+
+    resources["settings"] = DuelSettings(envs_per_author=3, benchmark_seeds=[0, 1], training_admission="rule")
+    (tmp / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+        register_models(instance, MODELS)
+        for m in MODELS:
+            assert dg.materialize([authored_environments], instance=instance, resources=resources,
+                                  partition_key=m).success
+        for a in MODELS:
+            for s in MODELS:
+                assert dg.materialize([duel_episodes], instance=instance, resources=resources,
+                                      partition_key=pair_key(a, s)).success
+        yield instance, resources, home
+    if old is None:
+        os.environ.pop("ENVDUELS_HOME", None)
+    else:
+        os.environ["ENVDUELS_HOME"] = old
+
+
+def requested(defs, instance, cursor):
+    result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+    return set(result.get_requested_partitions(dg.AssetKey("trainer_ready_set"))), result.cursor
+
+
+@pytest.mark.slow
+def test_downstream_fires_once_per_new_passing_set_never_on_failed_or_unchanged(producer):
+    instance, resources, home = producer
+    example = load_example()
+    downstream = example.defs
+    # Both locations' definitions over the one instance: the producer's training set with its blocking
+    # checks (what the workspace's asset graph holds), the consumer's asset reading it by key.
+    workspace = dg.Definitions(assets=[training_set, example.trainer_ready_set], asset_checks=[training_set_checks],
+                               resources=resources)
+
+    def produce(asset, learner):
+        return dg.materialize([asset, training_set_checks], instance=instance, resources=resources,
+                              partition_key=learner, raise_on_error=False)
+
+    def consume(learner):
+        result = dg.materialize([example.trainer_ready_set, *downstream.assets[:1]], instance=instance,
+                                resources=downstream.resources, partition_key=learner,
+                                selection=[example.trainer_ready_set])
+        assert result.success
+        return result
+
+    fired, cursor = requested(workspace, instance, None)  # the automation sensor ticks before any set exists
+    assert fired == set()
+    for learner in MODELS:
+        assert produce(training_set, learner).success
+    sizes = {m: len(downstream.load_asset_value("training_set", partition_key=m, instance=instance)) for m in MODELS}
+    learner = max(sizes, key=sizes.get)
+    assert sizes[learner] > 0, sizes
+
+    fired, cursor = requested(workspace, instance, cursor)
+    assert learner in fired  # a first passing set
+    for m in fired:
+        consume(m)
+    out = [json.loads(line) for line in (home / "downstream" / learner / "trainer_ready.jsonl").read_text().splitlines()]
+    rows = downstream.load_asset_value("training_set", partition_key=learner, instance=instance)
+    assert {r["env_id"] for r in out} == set(rows.loc[rows["lift"] >= 0.5, "env_id"])
+    assert {r["source_data_version"] for r in out} <= set(rows["data_version"])
+    fired, cursor = requested(workspace, instance, cursor)
+    assert fired == set()  # once
+
+    assert produce(training_set, learner).success  # unchanged content, same data version
+    fired, cursor = requested(workspace, instance, cursor)
+    assert fired == set()
+
+    bad = produce(corrupted_training_set, learner)  # new content that fails its blocking checks
+    assert not all(e.passed for e in bad.get_asset_check_evaluations())
+    for _ in range(2):
+        fired, cursor = requested(workspace, instance, cursor)
+        assert fired == set()
+
+    assert produce(training_set, learner).success  # a new passing set (the good rows again)
+    fired, cursor = requested(workspace, instance, cursor)
+    assert fired == {learner}
+    consume(learner)
+    fired, cursor = requested(workspace, instance, cursor)
+    assert fired == set()

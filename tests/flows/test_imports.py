@@ -1,0 +1,142 @@
+"""``envduels import`` goes through Dagster: an import is author partition ``import:<name>`` of
+``authored_environments``, materialized by a real run on the project's instance, then played by the
+registry's models like any author's environments (real DuckDB, real Dagster runs, no mocks)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import dagster as dg
+import duckdb
+import pytest
+
+from envduels_dagster import cli
+from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION, pair_key
+from envduels_dagster.core.imports import ImportInputError, import_partition, namespaced
+from envduels_dagster.core.protocol import MAX_SEED, EnvironmentSpec
+from envduels_dagster.core.requests import plan_import, plan_new_models
+from tests.assets.test_incremental import keys_of, tick
+from tests.core.test_seeds64 import SOURCE, write_export_dir
+from tests.helpers.pipeline import write_registry
+
+SEEDS = [0, 4191792089, MAX_SEED]
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
+def test_an_import_is_a_materialization_and_the_models_then_play_it(tmp_path, envduels_home, monkeypatch):
+    from envduels_dagster.assets.duels.assets import duel_episodes
+    from envduels_dagster.definitions import build_resources
+
+    registry = write_registry(tmp_path / "models.yaml", ["novice"])
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
+    monkeypatch.setenv("DAGSTER_HOME", str(envduels_home / "dagster"))  # restored after the test
+    root = write_export_dir(tmp_path / "export", SEEDS)
+
+    code, out, err = run_cli("import", str(root), "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"env_id": "import:ext.echo", "author": "import:ext", "valid": True, "reason": None}
+    assert "1 valid, as author import:ext in Dagster run " in err and "(job import_job, DAGSTER_HOME=" in err
+
+    with dg.DagsterInstance.get() as instance:
+        # The import is a materialization of authored_environments[import:ext], by an import_job run.
+        (record,) = instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey("authored_environments"), asset_partitions=["import:ext"]), limit=5).records
+        metadata = record.asset_materialization.metadata
+        assert metadata["num_rows"].value == 1 and metadata["valid"].value == 1
+        assert metadata["dagster/row_count"].value == 1  # Dagster's table metadata, as authored partitions give
+        assert instance.get_run_by_id(record.run_id).job_name == "import_job"
+        # An author, never a solver: it has no model.
+        assert "import:ext" in instance.get_dynamic_partitions(MODELS_PARTITION)
+        assert "import:ext" not in instance.get_dynamic_partitions(SOLVERS_PARTITION)
+
+        # The request sensor plans the import's pairs with every registry model (and only those).
+        sensor_resources = {"warehouse": dg.ResourceDefinition.none_resource(), "settings": build_resources()["settings"]}
+        runs, cursor, _ = tick(instance, resources=sensor_resources)  # novice is new: its own request first
+        runs, cursor, _ = tick(instance, cursor, sensor_resources)
+        pairs = keys_of(runs, "pair_job")
+        assert "import:ext|novice" in pairs and not any(p.endswith("|import:ext") for p in pairs)
+
+        # A solver plays the imported environment: one pair, materialized for real.
+        result = dg.materialize([duel_episodes], instance=instance, resources=build_resources(),
+                                partition_key=pair_key("import:ext", "novice"))
+        assert result.success
+    with duckdb.connect(str(envduels_home / "warehouse.duckdb"), read_only=True) as conn:
+        played = conn.execute("SELECT condition, seed FROM episodes WHERE author = 'import:ext' "
+                              "AND solver = 'novice' ORDER BY condition, seed").fetchall()
+        (version,) = conn.execute("SELECT DISTINCT author_version FROM environments "
+                                  "WHERE author = 'import:ext'").fetchone()
+    assert played == [(c, s) for c in ("cold", "hinted") for s in SEEDS]
+    assert version == metadata["author_version"].value
+
+    # Importing again under another name keeps both, each under its own partition and ids.
+    code, out, err = run_cli("import", str(root), "--author", "bench", "--json")
+    assert code == 0, err
+    assert json.loads(out)["env_id"] == "import:bench.echo"
+
+
+def test_a_bad_import_name_or_clashing_ids_are_refused_before_anything_is_written(tmp_path, envduels_home):
+    root = write_export_dir(tmp_path / "export", [0, 1])
+    code, out, err = run_cli("import", str(root), "--author", "has space")
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"envduels: error: {root}: cannot import: import name 'has space' must match "
+                                "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$ (letters, digits, '_.-'); give one with --author NAME"]
+    assert not (envduels_home / "warehouse.duckdb").exists() and not (envduels_home / "imports").exists()
+    twins = [EnvironmentSpec(env_id=i, author="x", class_name="Echo", max_turns=2, source=SOURCE) for i in ("a/b", "a:b")]
+    with pytest.raises(ImportInputError, match="'a/b' and 'a:b' both import as 'import:x.a_b'"):
+        namespaced(twins, import_partition("x"))
+
+
+def test_imports_take_round_zero_pairs_as_authors_only():
+    plan = plan_import("r1", "import:bench", ["oracle", "novice"])
+    assert plan.stages[0].kind == "pairs" and plan.stages[0].round == 0
+    assert plan.stages[0].partitions == ("import:bench|oracle", "import:bench|novice")
+    assert [s.kind for s in plan.stages[1:]] == ["downstream", "learners", "studies"]
+    assert plan.stages[2].partitions == ("oracle", "novice")  # learners: models only
+    # A model joining later plays every import in round 0, and only there.
+    new = plan_new_models("r2", ["apprentice"], ["oracle", "apprentice"], rounds=1, imported=["import:bench"])
+    pairs = {s.round: s.partitions for s in new.stages if s.kind == "pairs"}
+    assert "import:bench|apprentice" in pairs[0] and not any("import:" in p for p in pairs[1])
+    assert not any("import:" in p for s in new.stages if s.kind != "pairs" for p in s.partitions)
+
+
+def test_a_solver_version_bump_makes_its_import_pairs_stale_in_round_zero_only():
+    from envduels_dagster.core.requests import plan_stale
+    from envduels_dagster.core.staleness import stale_plan
+
+    versions = {"oracle": "2", "novice": "1"}
+    author_state = {"import:bench": ({"abc123"}, {(7, 8)}), "novice": ({"1"}, {(0, 1)})}
+    pair_state = {("import:bench", "oracle"): ({"abc123"}, {"1"}), ("import:bench", "novice"): ({"abc123"}, {"1"}),
+                  ("novice", "oracle"): ({"1"}, {"1"})}
+    authors, pairs = stale_plan(versions, [0, 1], author_state, pair_state)
+    assert authors == [] and pairs == [("import:bench", "oracle"), ("novice", "oracle")]
+    plan = plan_stale("s", authors, pairs, ["oracle", "novice"], rounds=1)
+    by_round = {s.round: s.partitions for s in plan.stages if s.kind == "pairs"}
+    assert by_round == {0: ("import:bench|oracle", "novice|oracle"), 1: ("novice|oracle",)}
+    only_import = plan_stale("t", [], [("import:bench", "oracle")], ["oracle"], rounds=1)
+    assert [(s.kind, s.round) for s in only_import.stages][:1] == [("pairs", 0)]
+    assert not any(s.kind == "pairs" and s.round == 1 for s in only_import.stages)
+
+
+def test_a_failed_import_run_names_the_run_and_the_problem_and_writes_nothing(tmp_path, envduels_home, monkeypatch):
+    from envduels_dagster.importing import run_import
+
+    monkeypatch.setenv("DAGSTER_HOME", str(envduels_home / "dagster"))
+    run = run_import("import:gone", tmp_path / "no-such-export")  # e.g. a staged copy deleted under the run
+    assert not run.success and run.run_id
+    assert run.error == f"import 'import:gone': {(tmp_path / 'no-such-export').resolve()}: no manifest.json; nothing was written"
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+    warehouse = envduels_home / "warehouse.duckdb"
+    if warehouse.exists():
+        with duckdb.connect(str(warehouse), read_only=True) as conn:
+            tables = {t for (t,) in conn.execute("SHOW TABLES").fetchall()}
+            assert "environments" not in tables or conn.execute("SELECT count(*) FROM environments").fetchone() == (0,)
