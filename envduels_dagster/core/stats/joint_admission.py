@@ -158,7 +158,8 @@ def false_admission_bound(prior: JointPrior, fit_counts, admitted_counts, cold_c
     mass = float(w[region].sum())
     cold = np.atleast_1d(np.asarray(admitted_counts[0], float))
     if not 0.0 < mass < 1.0 or prior.n_rows == 0:
-        upper = float(len(cold) - joint_learnable_probability(prior, *admitted_counts, cold_ceiling,
+        ka, ha, na = admitted_counts
+        upper = float(len(cold) - joint_learnable_probability(prior, ka, ha, na, cold_ceiling,
                                                               min_hint).sum()) if cold.size else 0.0
         return FalseAdmissionBound(upper, mass, mass, mass)
     c, h, n = (np.asarray(x, float) for x in fit_counts)

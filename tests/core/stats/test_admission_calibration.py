@@ -45,8 +45,11 @@ def test_expected_false_admissions_match_realised_when_learnable_rows_form_a_clu
     expected = realised = var = upper = admitted = 0.0
     for _ in range(6):
         p, a, truth, bound = admit(*cluster_warehouse(rng, 200, 8), 8, rng)
-        expected += (1 - p[a]).sum(); realised += (~truth[a]).sum(); var += (p[a] * (1 - p[a])).sum()
-        upper += bound.upper; admitted += a.sum()
+        expected += (1 - p[a]).sum()
+        realised += (~truth[a]).sum()
+        var += (p[a] * (1 - p[a])).sum()
+        upper += bound.upper
+        admitted += a.sum()
     assert admitted > 300  # the cluster is found
     assert abs(expected - realised) <= 3 * np.sqrt(var) + 1, (expected, realised, var)
     assert expected <= upper <= 1.6 * expected + 5  # the upper figure: conservative, not vacuous here
@@ -72,7 +75,9 @@ def test_on_the_edge_generator_the_upper_figure_covers_what_the_fitted_prior_und
     lows = []
     for _ in range(40):
         p, a, truth, bound = admit(*edge_warehouse(rng, 72), 4, rng)
-        expected += (1 - p[a]).sum(); realised += (~truth[a]).sum(); upper += bound.upper
+        expected += (1 - p[a]).sum()
+        realised += (~truth[a]).sum()
+        upper += bound.upper
         lows.append(bound.region_mass_low)
     assert realised > 1.5 * expected + 5  # the fitted prior's figure is not calibrated here (why the bound exists)
     assert np.median(lows) < 0.03  # the generator's region mass (about 0.03) is not rejected by the data
