@@ -16,6 +16,8 @@ layout, partition expression, schema, where the files live). It declares our ass
 
 Same instance, same ENVDUELS_HOME (or ``resources(root=...)``): the rows are the read-only snapshots the
 producer published (``core/publication.py``), so reading never waits for, or blocks, a running pipeline.
+A snapshot is published only once the materialization's checks passed (write-audit-publish): a set that
+fails them never replaces the last passing one, so readers see only sets that passed.
 Each row carries ``run_id`` and ``data_version``; ``published_row_schema()`` is their JSON Schema.
 """
 
@@ -34,7 +36,7 @@ __all__ = ["ON_NEW_PASSING_SET", "PUBLISHED_IO_MANAGER_KEY", "RANKINGS", "TRAINI
 TRAINING_SET = dg.AssetSpec("training_set", partitions_def=solver_partitions, group_name="envduels",
                             description="EnvDuels training set of one learner (published snapshot).",
                             ).with_io_manager_key(PUBLISHED_IO_MANAGER_KEY)
-# One row per model: solver and author ranks with intervals.
+# One row per model: solver and author ranks with intervals (unpartitioned; published once its checks pass).
 RANKINGS = dg.AssetSpec("rankings", group_name="envduels",
                         description="EnvDuels rankings (published snapshot).").with_io_manager_key(PUBLISHED_IO_MANAGER_KEY)
 

@@ -13,7 +13,8 @@ import dagster as dg
 
 from envduels_dagster.core.reporting import markdown_table
 
-__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "markdown_table", "table_metadata", "table_version", "utcnow"]
+__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "markdown_table", "publish_if_passed", "table_metadata",
+           "table_version", "utcnow"]
 
 OWNERS = ["team:envduels"]
 
@@ -75,3 +76,25 @@ def table_version(warehouse: Any, *tables: str, where: dict[str, object] | None 
 
     digests = [content_hash(warehouse, table, where) for table in tables]
     return dg.DataVersion(digests[0] if len(digests) == 1 else hashlib.sha256("|".join(digests).encode()).hexdigest()[:16])
+
+
+def publish_if_passed(context: dg.AssetCheckExecutionContext, published: Any, asset_key: dg.AssetKey,
+                      results: list[dg.AssetCheckResult], expected: list[str],
+                      partition: str | None = None) -> list[dg.AssetCheckResult]:
+    """The publish step of write-audit-publish, run by an asset's checks once all of them are evaluated.
+
+    The checks evaluate the asset's latest materialization (of ``partition``), so its run's staged snapshot
+    is promoted to the published one when every check in ``expected`` passed, and discarded otherwise
+    (``PublishedTableIOManager.settle``). It happens before the results are reported: once Dagster records
+    the checks as passed (what ``AFTER_CHECKED_TRAINING_SET`` waits for), the snapshot is already readable.
+    Returns ``results`` with the outcome added to their metadata (visible in the UI)."""
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition] if partition is not None else None),
+        limit=1).records
+    if not records:
+        return results
+    run_id = records[0].event_log_entry.run_id
+    passed = all(r.passed for r in results) and {r.check_name for r in results} >= set(expected)
+    outcome = published.settle(asset_key.path[-1], run_id, partition, passed)
+    return [dg.AssetCheckResult(passed=r.passed, asset_key=r.asset_key, check_name=r.check_name, severity=r.severity,
+                                description=r.description, metadata={**r.metadata, **outcome}) for r in results]

@@ -12,6 +12,13 @@ one, never a half-written one, and never takes a lock. Each row carries its prov
 (``PROVENANCE``): the run that produced this content and the content's version, a hash of the rows
 without provenance, so an unchanged table keeps its version (and its file) and triggers nothing
 downstream. Plain DuckDB and pandas, no Dagster: the IO manager, notebooks and other teams share it.
+
+Write-audit-publish: a materialization does not write the published file. It *stages* its rows
+(``stage``) under ``<root>/.staged/<table>/<run id>/<partition>.parquet`` — outside every table
+folder, so no reader, glob or ``read_snapshot`` sees it — and the asset's checks, once they all
+passed, ``promote`` that staged file by an atomic rename onto the published name (or ``discard`` it
+when a check failed). Until then readers keep the last snapshot that passed. The staged rows already
+carry the run id of the materialization, so the published rows name the run that produced them.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import pandas as pd
 PROVENANCE = ["run_id", "data_version"]  # appended to every published row
 UNPARTITIONED = "_all"
 TMP_PREFIX = ".tmp-"
+STAGED = ".staged"  # <root>/.staged/<table>/<run id>/<partition>.parquet: written, not yet audited
 
 
 @dataclass(frozen=True)
@@ -78,15 +86,17 @@ def read_version(path: Path) -> str | None:
     return rows[0][0].decode() if rows else None
 
 
-def publish(root: str | Path, table: str, df: pd.DataFrame, run_id: str, partition: str | None = None,
-            data_version: str | None = None) -> Snapshot:
-    """Write ``df`` as the snapshot of ``table``/``partition`` unless the same content is already published."""
+def staged_path(root: str | Path, table: str, run_id: str, partition: str | None = None) -> Path:
+    """Where the run ``run_id`` stages ``table``/``partition`` before its checks (never read by consumers)."""
+    if not run_id or "/" in run_id or run_id.startswith("."):
+        raise ValueError(f"run id {run_id!r} cannot name a staging folder")
+    return Path(root) / STAGED / table / run_id / snapshot_path(root, table, partition).name
+
+
+def _write(path: Path, table: str, df: pd.DataFrame, run_id: str, version: str) -> None:
+    """Write ``df`` (plus provenance) as Parquet at ``path``: temporary name, fsync, atomic rename."""
     import duckdb
 
-    version = data_version or content_version(df)
-    path = snapshot_path(root, table, partition)
-    if read_version(path) == version:
-        return describe(path, written=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}.parquet"
     body = df.drop(columns=[c for c in PROVENANCE if c in df.columns]).assign(run_id=run_id, data_version=version)
@@ -102,7 +112,66 @@ def publish(root: str | Path, table: str, df: pd.DataFrame, run_id: str, partiti
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def publish(root: str | Path, table: str, df: pd.DataFrame, run_id: str, partition: str | None = None,
+            data_version: str | None = None) -> Snapshot:
+    """Write ``df`` as the snapshot of ``table``/``partition`` unless the same content is already published.
+
+    Unaudited: the IO manager stages and the checks promote instead (``stage``/``promote``)."""
+    version = data_version or content_version(df)
+    path = snapshot_path(root, table, partition)
+    if read_version(path) == version:
+        return describe(path, written=False)
+    _write(path, table, df, run_id, version)
     return describe(path, written=True)
+
+
+def stage(root: str | Path, table: str, df: pd.DataFrame, run_id: str, partition: str | None = None,
+          data_version: str | None = None) -> Snapshot:
+    """Stage ``df`` for run ``run_id``: invisible to readers until ``promote``; older staged copies of the
+    same table/partition (runs whose checks never ran) are removed, a newer materialization supersedes them."""
+    path = staged_path(root, table, run_id, partition)
+    for other in (Path(root) / STAGED / table).glob(f"*/{path.name}"):
+        if other != path:
+            _remove_staged(other)
+    _write(path, table, df, run_id, data_version or content_version(df))
+    return describe(path, written=True)
+
+
+def _remove_staged(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    for folder in (path.parent, path.parent.parent, path.parent.parent.parent):  # run, table, .staged
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            break
+
+
+def promote(root: str | Path, table: str, run_id: str, partition: str | None = None) -> Snapshot | None:
+    """Publish what run ``run_id`` staged for ``table``/``partition`` (its checks passed): an atomic rename
+    onto the published name. Unchanged content keeps the published file, its run id and version.
+    None: nothing staged by that run and its rows are not the published ones (superseded or discarded)."""
+    staged, path = staged_path(root, table, run_id, partition), snapshot_path(root, table, partition)
+    if not staged.is_file():
+        if path.is_file() and (snap := describe(path)).run_id == run_id:
+            return snap  # already promoted (the checks re-run)
+        return None
+    if read_version(path) == read_version(staged):
+        _remove_staged(staged)
+        return describe(path, written=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, path)
+    _remove_staged(staged)  # the now-empty staging folders
+    return describe(path, written=True)
+
+
+def discard(root: str | Path, table: str, run_id: str, partition: str | None = None) -> bool:
+    """Drop what run ``run_id`` staged (a check failed): the published snapshot stays the last that passed."""
+    staged = staged_path(root, table, run_id, partition)
+    existed = staged.is_file()
+    _remove_staged(staged)
+    return existed
 
 
 def describe(path: Path, written: bool = False) -> Snapshot:

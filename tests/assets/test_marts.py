@@ -29,6 +29,7 @@ from envduels_dagster.core.stats import env_solver_stats as py_env_solver_stats
 from envduels_dagster.core.stats import pair_lift as py_pair_lift
 from envduels_dagster.core.warehouse import ensure_schema
 from envduels_dagster.resources import DuelSettings
+from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
 from tests.core.stats.test_stats import HAND_PAIRS, HAND_STATS, TRUE_LIFT, episodes, hand_table, seeds
 
 pytestmark = pytest.mark.slow  # one real dbt build (~20-50 s on this machine) serves the module
@@ -164,7 +165,9 @@ def built(tmp_path_factory):
     prepare_manifest()
     result = dg.materialize(
         [build_dbt_marts(), rankings, design_convergence], instance=dg.DagsterInstance.ephemeral(),
-        resources={"dbt": dbt_resource(), "warehouse": DuckDBResource(database=str(db)), "settings": DuelSettings()},
+        resources={"dbt": dbt_resource(), "warehouse": DuckDBResource(database=str(db)), "settings": DuelSettings(),
+                   # rankings stages its published snapshot (promoted by its checks, not selected here)
+                   PUBLISHED_IO_MANAGER_KEY: PublishedTableIOManager(root=str(tmp / "published"))},
         run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}},
                     "ops": {"rankings": {"config": {"n_boot": 300, "n_perm": 1000}},
                             "design_convergence": {"config": {"n_perm": 200}}}},

@@ -20,6 +20,7 @@ from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.assets.training.assets import training_set
+from envduels_dagster.assets.training.checks import training_set_checks
 from envduels_dagster.core.publication import read_snapshot
 from tests.helpers.paths import REPO
 from tests.helpers.pipeline import pipeline_resources, write_registry
@@ -69,7 +70,9 @@ def test_published_training_set_reads_while_a_pair_run_and_a_dbt_build_write(tmp
                 assert dg.materialize([duel_episodes], instance=instance, resources=resources,
                                       partition_key=pair_key(a, s)).success
         for m in MODELS:
-            assert dg.materialize([training_set], instance=instance, resources=resources, partition_key=m).success
+            # published once its blocking checks passed (write-audit-publish)
+            assert dg.materialize([training_set, training_set_checks], instance=instance, resources=resources,
+                                  partition_key=m).success
         published = envduels_home / "published"
         expected = {m: read_snapshot(published, "training_set", [m]) for m in MODELS}
 

@@ -3,7 +3,9 @@
 
 Why: these tables reach the UI and the paper's figures, and they had no checks. The rules live in
 ``core/result_checks.py`` (tested on bad tables); here each check reads its table and reports the
-problems. Not blocking: nothing downstream consumes these tables, but a failure is an ERROR in the UI.
+problems. Not blocking: no asset downstream consumes these tables, but a failure is an ERROR in the UI.
+``rankings`` is also published for other teams (``consumer.RANKINGS``): its checks are the publish step
+of its snapshot, which readers see only once all of them passed (``assets.shared.publish_if_passed``).
 """
 
 from collections.abc import Callable
@@ -55,12 +57,27 @@ def results_for(asset: str, conn) -> list[dg.AssetCheckResult]:
             for c in NAMES[asset]]
 
 
+PUBLISHED = {"rankings"}  # result tables with a published snapshot (consumer.RANKINGS): their checks publish it
+
+
 def make_result_checks(asset: str) -> dg.AssetChecksDefinition:
-    @dg.multi_asset_check(
-        specs=[spec(c, dg.AssetKey(asset), DESCRIPTIONS[c]) for c in NAMES[asset]],
-        name=f"{asset}_result_checks",
-        description=f"Rules of the published table `{asset}` (core/result_checks.py).",
-    )
+    specs = [spec(c, dg.AssetKey(asset), DESCRIPTIONS[c]) for c in NAMES[asset]]
+    description = f"Rules of the published table `{asset}` (core/result_checks.py)."
+    if asset in PUBLISHED:
+        from envduels_dagster.assets.shared import publish_if_passed
+        from envduels_dagster.resources.io_managers import PublishedTableIOManager
+
+        @dg.multi_asset_check(specs=specs, name=f"{asset}_result_checks", description=description + (
+            " Write-audit-publish: the table's staged snapshot is published only when all of them pass."))
+        def _published_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource,
+                              envduels_published: dg.ResourceParam[PublishedTableIOManager]):
+            with warehouse.get_connection() as conn:
+                results = results_for(asset, conn)
+            yield from publish_if_passed(context, envduels_published, dg.AssetKey(asset), results, NAMES[asset])
+
+        return _published_checks
+
+    @dg.multi_asset_check(specs=specs, name=f"{asset}_result_checks", description=description)
     def _checks(warehouse: DuckDBResource):
         with warehouse.get_connection() as conn:
             results = results_for(asset, conn)

@@ -14,6 +14,7 @@ parent and would otherwise count as a perfect cross-round "convergence" with its
 """
 
 import math
+import warnings
 from typing import Any
 
 import dagster as dg
@@ -23,6 +24,7 @@ from envduels_dagster.assets.shared import OWNERS, table_metadata, table_version
 from envduels_dagster.core.model_strings import sim_skill_ranks
 from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
 from envduels_dagster.resources import DuelSettings
+from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
 
 MARTS = [dg.AssetKey(name) for name in ("env_solver_stats", "pair_lift", "duels", "solver_scores", "author_scores")]
 
@@ -62,7 +64,7 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
 
 @dg.asset(
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"}, code_version="1",
+    tags={"layer": "analysis"}, code_version="1", io_manager_key=PUBLISHED_IO_MANAGER_KEY,
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
                 "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
                 "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "
@@ -71,9 +73,10 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
                 "lift grid decides \"lift > 0\" per pair by a one-sided t test over environments under Holm's "
                 "control (named in the metadata). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
                 "Rounds used: one, DuelSettings.rankings_round (default 0 = the benchmark, original authoring); "
-                "the marts are per round and never pooled.",
+                "the marts are per round and never pooled. Table `rankings` is published as a read-only snapshot "
+                "$ENVDUELS_HOME/published/rankings/_all.parquet once its checks pass (`consumer.RANKINGS`).",
 )
-def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSettings) -> dg.MaterializeResult:
+def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSettings):
     from envduels_dagster.core.rankings import compute_rankings
     from envduels_dagster.core.stats.multiple import lift_grid_tests
     from envduels_dagster.core.warehouse import replace_table
@@ -125,8 +128,11 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         metadata["bt_separated"] = bool(s.bt_separated)
     if skill and not math.isnan(s.skill_order_kendall_tau):
         metadata["skill_order_kendall_tau"] = float(s.skill_order_kendall_tau)
-    return dg.MaterializeResult(metadata=metadata,
-                                data_version=table_version(warehouse, "rankings", "rankings_summary"))
+    # the table goes to the IO manager, which stages its snapshot; the result checks publish it (write-audit-publish)
+    with warnings.catch_warnings():  # Output(data_version=...) is marked beta; it is the documented way
+        warnings.simplefilter("ignore")
+        return dg.Output(table, metadata=metadata,
+                         data_version=table_version(warehouse, "rankings", "rankings_summary"))
 
 
 @dg.asset(

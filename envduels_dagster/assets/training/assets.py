@@ -1,7 +1,8 @@
 """``training_set`` [learner] and its published files ``training_export`` [learner].
 
-Why two assets: the table is what the checks guard (blocking: a bad set stops the run);
-the export is what downstream trainers read, and it is written only after those checks.
+Why two assets: the table is what the checks guard (blocking: a bad set stops the run, and its
+snapshot stays staged: the checks publish it only when they pass); the export is what downstream
+trainers read, and it is written only after those checks.
 The rule and the rows come from ``core/training_set.py``; the rule itself from ``core.stats``.
 """
 
@@ -26,7 +27,8 @@ from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
     description="Training set for one learner (partition): environments whose posterior probability of being "
                 "learnable (fails cold, passes hinted) reaches DuelSettings.training_admission_threshold (or the "
                 "fixed rule), ranked by lift, with a posterior lift interval and provenance. Table `training_set`; "
-                "published as a read-only snapshot $ENVDUELS_HOME/published/training_set/<learner>.parquet (load "
+                "published as a read-only snapshot $ENVDUELS_HOME/published/training_set/<learner>.parquet once its "
+                "blocking checks pass (staged until then; a failing set never replaces the last passing one; load "
                 "it with `load_asset_value` or `envduels_dagster.consumer`). Its data version is a hash of the rows.",
 )
 def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, warehouse: DuckDBResource):
@@ -51,8 +53,8 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
     with warnings.catch_warnings():  # Output(data_version=...) is marked beta; it is the documented way
         warnings.simplefilter("ignore")
         return dg.Output(df, data_version=dg.DataVersion(content_version(df)), metadata={
-            # the warehouse table; the IO manager then gives the row count and schema of the published snapshot
-            # (the same rows, plus their provenance columns), which is what load_asset_value returns
+            # the warehouse table; the IO manager then gives the row count and schema of the staged snapshot
+            # (the same rows, plus their provenance columns), which load_asset_value returns once the checks pass
             **table,
             "num_rows": len(df),
             "admission": dg.MetadataValue.md(

@@ -1,7 +1,10 @@
 """BLOCKING checks on ``training_set`` (table ``training_set``) and ``training_export`` (files), per learner.
 
 A failure stops every downstream step in the same run, so a bad training set is
-never published. The learner's filter is re-derived from the ``episodes`` table
+never published: neither exported nor readable. The checks are also the publish step of the
+set's snapshot: only when all four passed does the run's staged snapshot replace the published one
+(``assets.shared.publish_if_passed``); a failure discards it, and readers keep the last passing set.
+The learner's filter is re-derived from the ``episodes`` table
 (completed, matched seeds only, in SQL), independently of the code that built the set.
 Under the "probability" admission the check refits the joint prior from those SQL counts
 of every learner (the estimator is shared, ``core.stats.joint_admission``; the data path
@@ -28,8 +31,10 @@ from envduels_dagster.assets.checking.catalog import (
     spec,
 )
 from envduels_dagster.assets.checking.gx_runner import Frame, Rule, failed_results, run_suite
+from envduels_dagster.assets.shared import publish_if_passed
 from envduels_dagster.assets.training.assets import training_export, training_set
 from envduels_dagster.resources import DuelSettings
+from envduels_dagster.resources.io_managers import PublishedTableIOManager
 
 ASSET = training_set.key
 EXPORT = training_export.key
@@ -206,13 +211,15 @@ def evaluate_training_set(conn, learner: str, max_cold: float = 0.0, min_hint: f
     name="training_set_checks", compute_kind="great_expectations",
     description="BLOCKING great-expectations suite over the learner's rows of table `training_set`.",
 )
-def training_set_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource, settings: DuelSettings):
+def training_set_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource, settings: DuelSettings,
+                        envduels_published: dg.ResourceParam[PublishedTableIOManager]):
     learner = partition_keys(context)["key"]
     args = (learner, settings.training_max_cold, settings.training_min_hint, settings.training_include_self_authored,
             settings.training_admission, settings.training_admission_threshold, settings.training_cold_ceiling)
     with warehouse.get_connection() as conn:  # read, then release the file before validating
         frames = load_or_error(load_frames, conn, *args)
-    yield from validate_frames(frames, learner)
+    # write-audit-publish: the set's staged snapshot becomes the published one only if all of these passed
+    yield from publish_if_passed(context, envduels_published, ASSET, validate_frames(frames, learner), NAMES, learner)
 
 
 @dg.multi_asset_check(
