@@ -338,6 +338,8 @@ def main() -> int:
     parser.add_argument("--tournament-groups", type=int, default=100, help="5-model warehouses per size")
     args = parser.parse_args()
     if args.training_set_only:
+        from calibration_training import training_set_table
+
         return training_set_table(args)
     if not args.no_mixture:
         mixture_table()
@@ -357,21 +359,6 @@ def mixture_table() -> None:
                   f"fixed rule admitted {t['rule']}, false share {t['rule_false'] / max(t['rule'], 1):.3f}; "
                   f"truly learnable {t['learnable']}; lift interval coverage {t['covered'] / t['rows']:.3f} "
                   f"(n = {t['rows']})", flush=True)
-
-
-def training_set_table(args) -> int:
-    """The training_set admission section alone: the tournaments ``one_size`` draws, without the marts
-    (``build_training_set`` reads the episodes, not the marts)."""
-    print("training_set admission on the tournament warehouses (core.training_set.build_training_set, each "
-          "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
-    for envs in args.envs:
-        rng = np.random.default_rng(args.seed + envs)
-        drawn = [tournament(rng, g, envs, args.seeds) for g in range(args.groups)]
-        episodes = pd.concat([e for e, _ in drawn], ignore_index=True)
-        true_rates = pd.concat([t for _, t in drawn], ignore_index=True)
-        for r in tournament_admission_rows(envs, episodes, true_rates):
-            print(f"  {envs:2d} envs/author, {r['note']}", flush=True)
-    return 0
 
 
 def tournament_tables(args) -> int:
