@@ -154,7 +154,7 @@ def tournament_admission_rows(envs: int, episodes: pd.DataFrame, true_rates: pd.
     out = []
     for threshold in thresholds:
         rule = TrainingRule(threshold=threshold)
-        admitted = expected = false = learnable = considered = 0.0
+        admitted = expected = upper = false = learnable = considered = 0.0
         for _group, eps in episodes.groupby(episodes["author"].str[:4]):
             for learner in sorted(eps["solver"].unique()):
                 ts = build_training_set(learner, eps, env_table, rule)
@@ -163,6 +163,7 @@ def tournament_admission_rows(envs: int, episodes: pd.DataFrame, true_rates: pd.
                 ok = (t["true_cold"] <= rule.cold_ceiling) & (t["true_hint"] >= rule.min_hint)
                 admitted += len(rows)
                 expected += ts.expected_false_admissions if len(rows) else 0.0
+                upper += ts.false_admission_bound.upper if len(rows) else 0.0
                 false += float((~ok).sum())
                 peer = truth.xs(learner, level="solver")
                 peer = peer[~peer.index.str.startswith(learner + ".")]
@@ -171,10 +172,11 @@ def tournament_admission_rows(envs: int, episodes: pd.DataFrame, true_rates: pd.
                 considered += ts.considered
         note = (f"threshold {threshold}: admitted {int(admitted)} of {int(considered)} peer rows "
                 f"({int(learnable)} truly learnable); false admissions expected {expected:.1f}, realised "
-                f"{int(false)} (share {expected / max(admitted, 1):.3f} vs {false / max(admitted, 1):.3f})")
+                f"{int(false)} (share {expected / max(admitted, 1):.3f} vs {false / max(admitted, 1):.3f}); "
+                f"upper figure (least favourable region mass) {upper:.1f}")
         out.append({"envs": envs, "figure": f"training_set false admissions (P>={threshold})", "path": "python",
                     "n": int(admitted), "reported": float("nan"), "coverage": float("nan"), "width": float("nan"),
-                    "note": note, "expected_false": expected, "realised_false": false})
+                    "note": note, "expected_false": expected, "realised_false": false, "upper_false": upper})
     return out
 
 
@@ -188,12 +190,13 @@ def admission_mixture_rows(rows_per_warehouse: int, seeds: int, reps: int = 20) 
     (wasted / noise / learnable / borderline), through core.training_set's estimator; one prior per warehouse."""
     from envduels_dagster.core.stats import admits
     from envduels_dagster.core.stats.joint_admission import (
+        false_admission_bound,
         fit_joint_prior,
         joint_learnable_probability,
         joint_lift_interval,
     )
 
-    tot = dict(admitted=0, false=0, expected=0.0, rule=0, rule_false=0, learnable=0, covered=0, rows=0)
+    tot = dict(admitted=0, false=0, expected=0.0, upper=0.0, rule=0, rule_false=0, learnable=0, covered=0, rows=0)
     for rep in range(reps):
         rng = np.random.default_rng(1000 * seeds + rep)
         k = rng.choice(len(MIXTURE), rows_per_warehouse, p=[m[0] for m in MIXTURE])
@@ -207,6 +210,7 @@ def admission_mixture_rows(rows_per_warehouse: int, seeds: int, reps: int = 20) 
         p = joint_learnable_probability(prior, c, h, n)
         lo, hi = joint_lift_interval(prior, c, h, n)
         a, rule = p >= 0.5, np.asarray(admits(c / n, h / n), dtype=bool)
+        tot["upper"] += false_admission_bound(prior, (c, h, n), (c[a], h[a], n[a])).upper
         tot["admitted"] += int(a.sum()); tot["false"] += int((~truth[a]).sum()); tot["expected"] += float((1 - p[a]).sum())
         tot["rule"] += int(rule.sum()); tot["rule_false"] += int((~truth[rule]).sum()); tot["learnable"] += int(truth.sum())
         tot["covered"] += int(covered(lo, hi, ph - pc).sum()); tot["rows"] += rows_per_warehouse
@@ -327,10 +331,16 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--admission-only", action="store_true", help="only the admission mixture table (fast)")
     parser.add_argument("--no-mixture", action="store_true", help="skip the admission mixture table")
+    parser.add_argument("--training-set-only", action="store_true",
+                        help="only the training_set admission of the tournament warehouses (no dbt; the same draws)")
     parser.add_argument("--no-tournament", action="store_true",
                         help="skip the tournament table (BT, zeta, triads, role rho: benchmarks/calibration_tournament.py)")
     parser.add_argument("--tournament-groups", type=int, default=100, help="5-model warehouses per size")
     args = parser.parse_args()
+    if args.training_set_only:
+        from calibration_training import training_set_table
+
+        return training_set_table(args)
     if not args.no_mixture:
         mixture_table()
     if args.admission_only:
@@ -344,7 +354,8 @@ def mixture_table() -> None:
         for seeds in (4, 8):
             t = admission_mixture_rows(rows, seeds)
             print(f"  {rows:4d} rows x {seeds} seeds: admitted {t['admitted']}, false share "
-                  f"{t['false'] / max(t['admitted'], 1):.3f}, expected {t['expected'] / max(t['admitted'], 1):.3f}; "
+                  f"{t['false'] / max(t['admitted'], 1):.3f}, expected {t['expected'] / max(t['admitted'], 1):.3f} "
+                  f"(upper {t['upper'] / max(t['admitted'], 1):.3f}); "
                   f"fixed rule admitted {t['rule']}, false share {t['rule_false'] / max(t['rule'], 1):.3f}; "
                   f"truly learnable {t['learnable']}; lift interval coverage {t['covered'] / t['rows']:.3f} "
                   f"(n = {t['rows']})", flush=True)
@@ -359,7 +370,7 @@ def tournament_tables(args) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     df = pd.DataFrame(rows)
     adm = df[df["figure"].str.startswith("training_set false admissions")]
-    df = df.drop(index=adm.index, columns=["expected_false", "realised_false"], errors="ignore")
+    df = df.drop(index=adm.index, columns=["expected_false", "realised_false", "upper_false"], errors="ignore")
     print("\ntraining_set admission on the tournament warehouses (core.training_set.build_training_set, each "
           "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
     for r in adm.itertuples(index=False):

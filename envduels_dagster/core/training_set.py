@@ -58,6 +58,9 @@ class TrainingSet:
     prior_rows: int = 0  # (environment, learner) rows the joint prior was fitted on
     considered: int = 0  # the learner's candidate environments (peer, unless self-authored are included)
     note: str = ""  # "insufficient data: ..." when the prior rests on too few rows
+    # the expected false admissions at the least favourable learnable-region mass the data allow (an upper
+    # figure; ``expected_false_admissions`` is conditional on the fitted prior): docs/STATISTICS.md
+    false_admission_bound: ja.FalseAdmissionBound | None = None
 
 
 def superseded_env_ids(envs: pd.DataFrame) -> set[str]:
@@ -106,7 +109,10 @@ def build_training_set(learner: str, episodes: pd.DataFrame, envs: pd.DataFrame,
         f"insufficient data: the prior of the rates rests on {prior.n_rows} (environment, learner) rows "
         f"(calibrated from {ja.MIN_ROWS}); p_learnable leans on the uniform prior")
     categories = mine.loc[mine["author"] != learner, "category"].value_counts().to_dict()
-    return TrainingSet(df, categories, float((1.0 - df["p_learnable"]).sum()), prior.n_rows, len(mine), note)
+    chosen = picked.reset_index(drop=True)
+    bound = ja.false_admission_bound(prior, ja.counts(peer), ja.counts(chosen), rule.cold_ceiling, rule.min_hint)
+    return TrainingSet(df, categories, float((1.0 - df["p_learnable"]).sum()), prior.n_rows, len(mine), note,
+                       bound)
 
 
 async def first_observations(source: str, class_name: str, max_turns: int, seeds: list[int],

@@ -31,6 +31,7 @@ from envduels_dagster.core.stats import pair_lift
 from envduels_dagster.core.warehouse import ensure_schema
 from envduels_dagster.definitions import build_definitions
 from envduels_dagster.resources import DuelSettings
+from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
 pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
@@ -422,7 +423,8 @@ def test_blocking_training_checks_stop_publication(template, tmp_path, check):
     result = dg.materialize(
         [_training_writer(BLOCKING.get(check)), _publisher(export), training_set_checks], instance=instance,
         resources={"warehouse": DuckDBResource(database=str(path)),
-                   "settings": DuelSettings(training_admission="rule")},
+                   "settings": DuelSettings(training_admission="rule"),
+                   PUBLISHED_IO_MANAGER_KEY: PublishedTableIOManager(root=str(tmp_path / "published"))},
         partition_key="bob", raise_on_error=False)
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
@@ -522,23 +524,29 @@ def test_episode_check_reads_only_its_partition(sim_pipeline):
     duel_episodes_checks = next(c for c in ALL_CHECKS if c.node_def.name == "duel_episodes_checks")
     instance, resources, _ = sim_pipeline
     warehouse = resources["warehouse"]  # same connection config as the runs' (DuckDB insists)
-    with warehouse.get_connection() as conn:
-        conn.execute("UPDATE episodes SET turns = turns + max_turns + 1 WHERE author = 'oracle' AND solver = 'novice'")
+    pairs = ("oracle|novice", "novice|oracle")
+    with warehouse.get_connection() as conn:  # corrupt a pair that has rows (an author's one environment may
+        played = {a + "|" + s for a, s in conn.execute(  # be invalid in the simulated draws, leaving none)
+            "SELECT DISTINCT author, solver FROM episodes").fetchall()}
+        bad = next(p for p in pairs if p in played)
+        author, solver = bad.split("|")
+        conn.execute("UPDATE episodes SET turns = turns + max_turns + 1 WHERE author = ? AND solver = ?",
+                     [author, solver])
     try:
         job = dg.define_asset_job("episode_checks", selection=dg.AssetSelection.checks(duel_episodes_checks))
         defs = dg.Definitions(assets=[], asset_checks=[duel_episodes_checks], jobs=[job], resources=resources)
         verdicts = {}
-        for pair in ("oracle|novice", "novice|oracle"):
+        for pair in pairs:
             result = defs.resolve_job_def("episode_checks").execute_in_process(
                 instance=instance, tags={"dagster/partition": pair}, raise_on_error=False)
             evals = {e.check_name: e for e in result.get_asset_check_evaluations()}
             assert {e.partition for e in evals.values()} == {pair}
             verdicts[pair] = {n for n, e in evals.items() if not e.passed}
-        assert verdicts == {"oracle|novice": {"turns_within_max_turns"}, "novice|oracle": set()}
+        assert verdicts == {p: {"turns_within_max_turns"} if p == bad else set() for p in pairs}
     finally:
         with warehouse.get_connection() as conn:
-            conn.execute("UPDATE episodes SET turns = turns - max_turns - 1 WHERE author = 'oracle' "
-                         "AND solver = 'novice'")
+            conn.execute("UPDATE episodes SET turns = turns - max_turns - 1 WHERE author = ? AND solver = ?",
+                         [author, solver])
 
 
 def test_real_training_set_is_checked_then_published(sim_pipeline, tmp_path):

@@ -62,6 +62,11 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
                 f"{rule.threshold:g}" if rule.method == "probability" else
                 f"rule: observed p_cold <= {rule.max_cold:g} and p_hint >= {rule.min_hint:g}"),
             "expected_false_admissions": float(round(built.expected_false_admissions, 3)),
+            # the same sum at the smallest learnable-region prior mass the data allow (docs/STATISTICS.md)
+            "expected_false_admissions_upper": float(round(built.false_admission_bound.upper, 3)),
+            "prior_region_mass": dg.MetadataValue.md(
+                f"fitted {built.false_admission_bound.region_mass_fit:.3f}; the data allow "
+                f"{built.false_admission_bound.region_mass_low:.3g}-{built.false_admission_bound.region_mass_high:.3g}"),
             "candidates": built.considered,
             "prior_rows": built.prior_rows,
             "admission_note": built.note or "prior fitted on enough rows (calibration: docs/STATISTICS.md)",
