@@ -8,6 +8,7 @@ import asyncio
 import random
 
 import numpy as np
+import pytest
 
 from envduels_dagster.core.adaptive import AdaptivePolicy, play_env_adaptive
 from tests.core.stats.test_adaptive import Rec, run
@@ -53,6 +54,7 @@ def lifts(p_cold: float, p_hint: float, n_envs: int, seed: int) -> tuple[np.ndar
     return np.array(everything), np.array(committed)
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_averaging_every_seed_played_is_biased_and_the_committed_seeds_are_not():
     for p_cold, p_hint in ((0.2, 0.2), (0.1, 0.6)):
         true_lift = p_hint - p_cold

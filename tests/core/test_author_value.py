@@ -180,6 +180,7 @@ def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehou
     assert total[0] == pytest.approx(560.0)
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 @pytest.mark.parametrize("corrupt, failing", [
     ("UPDATE author_value SET rank = 7 WHERE author = 'pricey'", "ranks_within_range"),
     ("UPDATE author_value SET per_usd_lower = per_usd + 1 WHERE author = 'cheap'", "intervals_ordered"),

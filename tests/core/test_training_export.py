@@ -139,6 +139,7 @@ def write_manifest(root: Path, entry_overrides: dict, privileged: dict | None = 
     (root / "manifest.json").write_text(json.dumps({"format_version": 1, "environments": [entry]}))
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 @pytest.mark.parametrize("overrides, privileged, message", [
     ({"source": "../outside.py"}, None, "escapes the export root"),
     ({"source_sha256": "f" * 64}, None, "source_sha256 does not match"),
@@ -177,6 +178,7 @@ def test_good_import_validates_and_lands_in_the_warehouse(tmp_path, envduels_hom
     assert row == [("import:ext.p", "import:ext", "h", True, [0, 1])]
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_lift_learning_study_trains_on_hints_and_measures_gain_on_held_out_games():
     """A learner trained on structural hints gains on held-out games of that structure; vague hints teach nothing."""
     import asyncio

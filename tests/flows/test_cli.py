@@ -97,6 +97,7 @@ def test_validate_rejected_file_exits_1_with_reason(cli_env, tmp_path):
     assert out.stdout.startswith("broken: REJECTED: reference solution does not win seed 0")
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_validate_usage_errors_exit_2(cli_env, tmp_path):
     out = envduels(cli_env, "validate")
     assert out.returncode == 2 and "the following arguments are required: path" in out.stderr
@@ -124,6 +125,7 @@ def test_play_json(cli_env, tmp_path):
     assert (Path(cli_env["ENVDUELS_HOME"]) / "cache" / "calls.sqlite").is_file()
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_play_unknown_model_is_a_usage_error(cli_env, tmp_path):
     path = tmp_path / "parity.py"
     path.write_text(GOOD)
@@ -160,6 +162,7 @@ def _manifest(root: Path) -> dict:
     return json.loads((root / "manifest.json").read_text())
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_validate_export_directory(cli_env, tmp_path):
     root = build_export(tmp_path / "export", {"p1": GOOD, "p2": GOOD.replace("even", "pair")})
     out = envduels(cli_env, "validate", root, "--json")
@@ -295,6 +298,7 @@ def test_bad_arguments_are_one_line_and_exit_2(cli_env, args, message):
     assert message in one_error_line(out)
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_debug_adds_the_traceback_before_or_after_the_command(cli_env, tmp_path):
     missing = tmp_path / "missing.py"
     plain = envduels(cli_env, "validate", missing)

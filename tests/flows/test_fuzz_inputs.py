@@ -46,6 +46,7 @@ registries = st.one_of(
 )
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 @given(text=registries)
 def test_registry_file_loads_or_names_the_file_and_problem(text):
     from envduels_dagster.core.registry import RegistryError, load_registry

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.registry import load_registry
 
@@ -12,6 +14,7 @@ MESSAGES = [{"role": "system", "content": "x"},
             {"role": "user", "content": "Observation: I am thinking of an integer between 1 and 100. Guess it."}]
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_pool_concurrency_and_rate_limit_hold_across_models_of_one_provider(tmp_path):
     path = tmp_path / "models.yaml"
     path.write_text("""models:

@@ -139,6 +139,7 @@ def test_pair_over_http_equals_in_process(which, client, request, tmp_path, monk
     instance.dispose()
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_bad_entries_fail_their_own_partitions_with_clear_messages(server, tmp_path, monkeypatch):
     monkeypatch.delenv("ENVDUELS_TEST_KEY", raising=False)
     extra = """  - name: no-such-provider

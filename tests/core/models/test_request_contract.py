@@ -157,6 +157,7 @@ SOLVE_MESSAGES = [{"role": "system", "content": "play"},
                   {"role": "user", "content": f"Hint: {HINT}\n\nObservation: {GUESS_INTRO}"}]
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 @pytest.mark.parametrize("client", ["fast", "litellm"])
 def test_real_providers_receive_exactly_todays_messages(client, tmp_path):
     recorder = Recorder()

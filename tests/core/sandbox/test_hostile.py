@@ -239,16 +239,19 @@ def test_control_the_benign_game_is_valid_and_playable(world, gateway):
 # --------------------------------------------------------------------------- time and CPU
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_infinite_loop_in_step(world, gateway):
     error = played(gateway, game(step="while True:\n    pass"))
     assert error == "timeout: step() did not answer within 1 s"
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_sleeping_past_the_deadline_in_reference_actions(world):
     reason = rejected(game(reference="import time\ntime.sleep(120)"))
     assert reason == "timeout during reference_actions(seed=0): reference_actions() did not answer within 1 s"
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_cpu_burn_that_ignores_sigxcpu_hits_the_hard_cpu_limit(world):
     limits = SandboxLimits(step_timeout_s=20.0, cpu_seconds=1, memory_mb=256)
     t0 = time.monotonic()

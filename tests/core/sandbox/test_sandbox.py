@@ -271,12 +271,14 @@ def test_fork_and_spawn_are_refused():
 # --------------------------------------------------------------------------- resources
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_runaway_cpu_hits_the_step_deadline():
     exc = run(sandbox_error(env_source("return 'x', {}", step_body="while True:\n    pass"), steps=1))
     assert exc.kind == "timeout"
     assert "step() did not answer within 1 s" in exc.message
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_runaway_cpu_hits_the_cpu_rlimit_before_a_long_deadline():
     limits = SandboxLimits(step_timeout_s=15, cpu_seconds=1, memory_mb=256)
     t0 = time.monotonic()
@@ -392,6 +394,7 @@ def private_tempdir(monkeypatch):
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_no_stray_processes_or_workdirs_after_failures(private_tempdir):
     """Timeouts, kills, load errors and crashes all leave nothing behind."""
     if os.getuid() != 0:
@@ -507,6 +510,7 @@ def test_fork_server_death_takes_its_workers_and_is_replaced():
         assert processes_of_uid(uid) == []
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_a_stalled_fork_server_is_retired_without_killing_its_workers():
     from envduels_dagster.core.sandbox import fork_server_pid, shutdown_fork_server
 

@@ -45,6 +45,7 @@ class LeakyLauncher(ExecLauncher):
     name = "leaky"
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_the_suite_catches_a_launcher_that_leaks_the_environment(monkeypatch):
     """Guard against a vacuous suite: a launcher passing secrets on fails the check that looks for them."""
     import envduels_dagster.core.sandbox.exec_launcher as module

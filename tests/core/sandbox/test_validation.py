@@ -159,6 +159,7 @@ def test_protocol_violation_during_reset_names_the_seed():
                                  "reset() must return (observation, info); got a list")
 
 
+@pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_timeout_in_reset_is_a_rejection_with_the_limit():
     source = make_source().replace("self.turn = 0", "self.turn = 0\n        while True: pass")
     out = validate(spec(source, seeds=(0,)))
