@@ -14,16 +14,14 @@ import dagster as dg
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.authoring.assets import authored_environments
-from envduels_dagster.assets.duels.assets import duel_episodes
-from envduels_dagster.assets.registry.partitions import pair_key, register_models, solver_partitions
+from envduels_dagster.assets.registry.partitions import solver_partitions
 from envduels_dagster.assets.training.assets import training_set
 from envduels_dagster.assets.training.checks import training_set_checks
 from envduels_dagster.core.publication import content_version
 from envduels_dagster.core.warehouse import read_table, replace_rows
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
 from tests.helpers.paths import REPO
-from tests.helpers.pipeline import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, play_round0, write_registry
 
 MODELS = ["oracle", "expert", "novice"]
 
@@ -71,14 +69,7 @@ def producer(tmp_path_factory):
     resources["settings"] = DuelSettings(envs_per_author=3, benchmark_seeds=[0, 1], training_admission="rule")
     (tmp / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
-        register_models(instance, MODELS)
-        for m in MODELS:
-            assert dg.materialize([authored_environments], instance=instance, resources=resources,
-                                  partition_key=m).success
-        for a in MODELS:
-            for s in MODELS:
-                assert dg.materialize([duel_episodes], instance=instance, resources=resources,
-                                      partition_key=pair_key(a, s)).success
+        play_round0(instance, resources, MODELS)
         yield instance, resources, home
     if old is None:
         os.environ.pop("ENVDUELS_HOME", None)

@@ -17,19 +17,17 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster import consumer
-from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.checking.results import make_result_checks
-from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.marts.assets import rankings
 from envduels_dagster.assets.marts.dbt import build_dbt_marts
-from envduels_dagster.assets.registry.partitions import pair_key, register_models, solver_partitions
+from envduels_dagster.assets.registry.partitions import solver_partitions
 from envduels_dagster.assets.training.assets import training_set
 from envduels_dagster.assets.training.checks import training_set_checks
 from envduels_dagster.core.publication import STAGED, content_version, describe, snapshot_path
 from envduels_dagster.core.warehouse import read_table, replace_rows
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
-from tests.helpers.pipeline import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, play_round0, write_registry
 
 pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
 
@@ -47,14 +45,7 @@ def played(tmp_path_factory):
     (tmp / "dagster").mkdir()
     try:
         with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
-            register_models(instance, MODELS)
-            for m in MODELS:
-                assert dg.materialize([authored_environments], instance=instance, resources=resources,
-                                      partition_key=m).success
-            for a in MODELS:
-                for s in MODELS:
-                    assert dg.materialize([duel_episodes], instance=instance, resources=resources,
-                                          partition_key=pair_key(a, s)).success
+            play_round0(instance, resources, MODELS)
             # every learner's first set (passing), to pick one whose set has rows (the simulation decides)
             sizes, runs = {}, {}
             for m in MODELS:

@@ -16,14 +16,11 @@ import dagster as dg
 import duckdb
 import pytest
 
-from envduels_dagster.assets.authoring.assets import authored_environments
-from envduels_dagster.assets.duels.assets import duel_episodes
-from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.assets.training.assets import training_set
 from envduels_dagster.assets.training.checks import training_set_checks
 from envduels_dagster.core.publication import read_snapshot
 from tests.helpers.paths import REPO
-from tests.helpers.pipeline import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, play_round0, write_registry
 
 MODELS = ["expert", "novice"]
 
@@ -61,14 +58,7 @@ def test_published_training_set_reads_while_a_pair_run_and_a_dbt_build_write(tmp
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
     with dg.instance_for_test(temp_dir=str(dagster_home)) as instance:
-        register_models(instance, MODELS)
-        for m in MODELS:
-            assert dg.materialize([authored_environments], instance=instance, resources=resources,
-                                  partition_key=m).success
-        for a in MODELS:
-            for s in MODELS:
-                assert dg.materialize([duel_episodes], instance=instance, resources=resources,
-                                      partition_key=pair_key(a, s)).success
+        play_round0(instance, resources, MODELS)
         for m in MODELS:
             # published once its blocking checks passed (write-audit-publish)
             assert dg.materialize([training_set, training_set_checks], instance=instance, resources=resources,

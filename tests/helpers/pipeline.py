@@ -26,3 +26,21 @@ def pipeline_resources(tmp_path: Path, registry: Path, envs_per_author: int = 3,
         settings=DuelSettings(envs_per_author=envs_per_author, benchmark_seeds=list(seeds)),
         warehouse=DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
     )
+
+
+def play_round0(instance, resources: dict, models: list[str]) -> None:
+    """Register ``models``, author each one's environments, then play every (author, solver) pair: one run each,
+    on ``instance``, as the request sensor's stages would (round 0 only)."""
+    import dagster as dg
+
+    from envduels_dagster.assets.authoring.assets import authored_environments
+    from envduels_dagster.assets.duels.assets import duel_episodes
+    from envduels_dagster.assets.registry.partitions import pair_key, register_models
+
+    register_models(instance, models)
+    for m in models:
+        assert dg.materialize([authored_environments], instance=instance, resources=resources, partition_key=m).success
+    for a in models:
+        for s in models:
+            assert dg.materialize([duel_episodes], instance=instance, resources=resources,
+                                  partition_key=pair_key(a, s)).success
