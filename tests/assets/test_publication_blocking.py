@@ -7,13 +7,11 @@ import dagster as dg
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.authoring.assets import authored_environments
-from envduels_dagster.assets.duels.assets import duel_episodes
-from envduels_dagster.assets.registry.partitions import pair_key, register_models, solver_partitions
+from envduels_dagster.assets.registry.partitions import solver_partitions
 from envduels_dagster.assets.training.assets import training_export, training_set
 from envduels_dagster.assets.training.checks import training_export_checks, training_set_checks
 from envduels_dagster.core.warehouse import read_table, replace_rows
-from tests.helpers.pipeline import pipeline_resources, write_registry
+from tests.helpers.pipeline import pipeline_resources, play_round0, write_registry
 
 pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
 
@@ -24,13 +22,7 @@ MODELS = ["expert", "novice"]
 def published(tmp_path, envduels_home):
     resources = pipeline_resources(tmp_path, write_registry(tmp_path / "models.yaml", MODELS), 2, (0, 1))
     instance = dg.DagsterInstance.ephemeral()
-    register_models(instance, MODELS)
-    for m in MODELS:
-        assert dg.materialize([authored_environments], instance=instance, resources=resources, partition_key=m).success
-    for a in MODELS:
-        for s in MODELS:
-            assert dg.materialize([duel_episodes], instance=instance, resources=resources,
-                                  partition_key=pair_key(a, s)).success
+    play_round0(instance, resources, MODELS)
     good = dg.materialize([training_set, training_export, training_set_checks, training_export_checks],
                           instance=instance, resources=resources, partition_key="novice")
     assert good.success and all(e.passed for e in good.get_asset_check_evaluations())
