@@ -5,8 +5,10 @@ For each author a: train the learner on its training-set environments from a (a
 ``trainer`` callable turns environments into a gateway for the trained model; the
 simulated models provide one), then compare cold success before and after on a's
 *held-out* environments (written for the study, never trained on). The study
-correlates gain with lift across (learner, author) rows: Spearman's rho with a permutation p-value that
-shuffles gains within each learner (``core.stats.ranks.stratified_permutation_pvalue``). Rows whose
+correlates gain with lift across (learner, author) rows: Spearman's rho, and a permutation p-value that
+respects the crossed design (rows share learners *and* authors): the partial rank correlation beyond learner
+and author main effects with Freedman-Lane permutations (``core.stats.crossed``; the within-learner shuffle
+it replaces, ``stratified_permutation_pvalue``, is published beside it for comparison). Rows whose
 author gave the learner no training environment measure nothing about training and are left out
 (they used to enter with gain 0).
 """
@@ -23,7 +25,8 @@ from envduels_dagster.core.episodes import play_episode
 from envduels_dagster.core.models.types import ChatGateway
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.sandbox import SandboxLimits
-from envduels_dagster.core.stats.ranks import stratified_permutation_pvalue
+from envduels_dagster.core.stats.crossed import METHOD, crossed_permutation_pvalue
+from envduels_dagster.core.stats.ranks import spearman, stratified_permutation_pvalue
 
 COLUMNS = ["learner", "author", "lift", "n_train_envs", "n_heldout_envs", "cold_before", "cold_after", "gain"]
 
@@ -58,13 +61,38 @@ async def study_learner(learner: str, base_gateway: ChatGateway, trainer: Callab
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def correlate(df: pd.DataFrame) -> tuple[float, float, int]:
-    """Spearman rho between lift and gain over the (learner, author) rows that trained on something, its
-    within-learner permutation p, and the number of rows used."""
+def _studied(df: pd.DataFrame) -> pd.DataFrame:
     ok = df.dropna(subset=["lift", "gain"])
-    ok = ok[ok["n_train_envs"] > 0]
+    return ok[ok["n_train_envs"] > 0]
+
+
+def correlate(df: pd.DataFrame) -> tuple[float, float, int]:
+    """Spearman rho between lift and gain over the (learner, author) rows that trained on something, the
+    crossed-design permutation p (``core.stats.crossed``: association beyond learner and author effects;
+    NaN when the rows leave too few residual degrees of freedom) and the number of rows used."""
+    ok = _studied(df)
     if len(ok) < 3:
         return float("nan"), float("nan"), len(ok)
-    rho, p, _ = stratified_permutation_pvalue(ok["lift"].to_numpy(float), ok["gain"].to_numpy(float),
-                                              ok["learner"].to_numpy(object))
-    return rho, p, len(ok)
+    _, p, _, _ = crossed_permutation_pvalue(ok["lift"].to_numpy(float), ok["gain"].to_numpy(float),
+                                            ok["learner"].to_numpy(object), ok["author"].to_numpy(object))
+    return spearman(ok["lift"].to_numpy(float), ok["gain"].to_numpy(float)), p, len(ok)
+
+
+def correlation_summary(df: pd.DataFrame) -> dict[str, float | int | str]:
+    """What the ``lift_learning`` asset publishes: rho, the crossed p and its method, the partial rho it tests,
+    the within-learner p it replaced (for comparison), sizes, and why the p is withheld when it is."""
+    ok = _studied(df)
+    rho, p, n = correlate(df)
+    partial = reason = None
+    p_learner = float("nan")
+    if n >= 3:
+        x, y = ok["lift"].to_numpy(float), ok["gain"].to_numpy(float)
+        partial, _, _, reason = crossed_permutation_pvalue(x, y, ok["learner"].to_numpy(object),
+                                                           ok["author"].to_numpy(object))
+        p_learner = stratified_permutation_pvalue(x, y, ok["learner"].to_numpy(object))[1]
+    else:
+        reason = f"insufficient data: {n} rows trained on something (the test needs at least 3)"
+    return {"spearman_lift_vs_gain": rho, "permutation_p": p, "permutation_method": METHOD,
+            "partial_rho_lift_vs_gain": float("nan") if partial is None else partial,
+            "permutation_p_reason": reason or "", "permutation_p_within_learner_only": p_learner,
+            "n_pairs": n, "n_learners": int(ok["learner"].nunique()), "n_authors": int(ok["author"].nunique())}

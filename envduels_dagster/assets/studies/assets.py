@@ -18,11 +18,12 @@ from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxRes
     tags={"layer": "study"}, code_version="1",
     description="Lift -> learning study: for each simulated learner and author, train the learner on that author's "
                 "environments (settings.study_train_on: all valid ones, or only its training set), then compare cold success on the author's held-out environments before and "
-                "after; correlate the gain with the author's hint lift on the learner (Spearman, permutation p).",
+                "after; correlate the gain with the author's hint lift on the learner (Spearman; permutation p "
+                "of the association beyond learner and author effects, Freedman-Lane).",
 )
 def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
                   settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    from envduels_dagster.core.learning_study import correlate
+    from envduels_dagster.core.learning_study import correlation_summary
     from envduels_dagster.core.lift_study import run_study
     from envduels_dagster.core.model_strings import sim_profile
     from envduels_dagster.core.models import run_and_close
@@ -43,11 +44,10 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
         on_learner=lambda learner: context.log.info(f"lift->learning: studied {learner}"))))
     with warehouse.get_connection() as conn:
         replace_rows(conn, "lift_learning", df)
-    rho, p, n = correlate(df)
     return dg.MaterializeResult(data_version=table_version(warehouse, "lift_learning"), metadata={
         **table_metadata(warehouse, "lift_learning"),
         "num_rows": len(df),
-        "spearman_lift_vs_gain": rho, "permutation_p": p, "n_pairs": n,
+        **correlation_summary(df),
         "not_studied (no training backend for real models)": ", ".join(skipped) or "none",
         "rows": dg.MetadataValue.md(markdown_table(df)),
     })

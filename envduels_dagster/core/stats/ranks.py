@@ -106,7 +106,8 @@ def stratified_permutation_pvalue(x, y, strata, n_perm: int = 5000, seed: int = 
     Why: in the lift -> learning study every learner contributes one row per author, and learners differ
     in how much they gain at all; shuffling gains across learners would compare a strong learner's row
     with a weak one's and make the null too wide or too narrow. Within-learner shuffles keep each
-    learner's gains together. (Rows also share authors; that second crossing is not handled.)"""
+    learner's gains together. Rows also share authors, which this shuffle ignores: the lift -> learning study
+    now publishes ``core.stats.crossed`` (both crossings) and keeps this p beside it for comparison."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     strata = np.asarray(strata, dtype=object)
     observed = spearman(x, y)
