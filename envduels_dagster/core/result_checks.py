@@ -199,3 +199,23 @@ def lift_learning_problems(table: pd.DataFrame) -> dict[str, list[str]]:
     out["sample_sizes_reported"] += range_problems(t, "row", "n_train_envs", 0, np.inf, allow_nan=False)
     out["sample_sizes_reported"] += range_problems(t, "row", "n_heldout_envs", 1, np.inf, allow_nan=False)
     return out
+
+
+def skill_change_problems(figures: dict) -> dict[str, list[str]]:
+    """Rules of the skill -> improvement figures ``authoring_progress`` publishes as metadata
+    (``core.progress.skill_vs_change`` and ``skill_change_interval``; a reason of "" or None = published)."""
+    row = pd.DataFrame([{k: (None if v == "" else v) for k, v in figures.items()}]).assign(row="summary")
+    out: dict[str, list[str]] = {"intervals_ordered": [], "no_nan_published": [], "sample_sizes_reported": []}
+    for k in ("design", "hint"):
+        est, reason = f"skill_vs_{k}_change_rho", f"skill_vs_{k}_change_reason"
+        row = row.rename(columns={f"skill_vs_{k}_change_lower": f"{est}_lower",
+                                  f"skill_vs_{k}_change_upper": f"{est}_upper"})
+        out["intervals_ordered"] += interval_problems(row, "row", [(est, f"{est}_lower", f"{est}_upper")])
+        if reason in row:
+            out["no_nan_published"] += _claimed_problems(row, "row", est, reason)
+        for c in (est, f"{est}_lower", f"{est}_upper"):
+            out["no_nan_published"] += range_problems(row, "row", c, -1, 1)
+        out["no_nan_published"] += range_problems(row, "row", f"skill_vs_{k}_change_p", 0, 1)
+    for c in ("skill_vs_change_n_authors", "skill_vs_change_n_pairs", "skill_vs_change_n_boot"):
+        out["sample_sizes_reported"] += range_problems(row, "row", c, 0, np.inf, allow_nan=False)
+    return out

@@ -97,7 +97,7 @@ def round_assets(first_pairs: dg.AssetsDefinition, rounds: int) -> list[dg.Asset
                 "rank correlation between an author's solver skill and its improvement.",
 )
 def authoring_progress(warehouse: DuckDBResource) -> dg.MaterializeResult:
-    from envduels_dagster.core.progress import progress_table, skill_vs_change
+    from envduels_dagster.core.progress import progress_table, skill_change_interval, skill_vs_change
     from envduels_dagster.core.warehouse import read_table, replace_rows
 
     with warehouse.get_connection() as conn:
@@ -112,4 +112,6 @@ def authoring_progress(warehouse: DuckDBResource) -> dg.MaterializeResult:
         "progress": dg.MetadataValue.md(markdown_table(df[["author", "round", "n_pairs", "solver_skill",
                                                             "design_change", "hint_change"]])),
         **skill_vs_change(df),
+        # percentile intervals of the two rho, their sizes, and why an interval is withheld ("" when published)
+        **{k: "" if v is None else v for k, v in skill_change_interval(envs, episodes, progress=df).items()},
     })

@@ -223,9 +223,11 @@ def test_negative_control_pipeline_finds_no_role_separation(negative_pipeline):
 @pytest.mark.slow
 def test_negative_control_pipeline_finds_no_skill_improvement_correlation(negative_pipeline):
     """The figures the ``authoring_progress`` asset publishes (skill_vs_change: Spearman rho between an author's
-    round-0 solver skill and its round-1 design / hint change, exact permutation p over the 5 authors; it
-    publishes no interval). Measured when written: design rho +0.80, p = 0.13; hint rho -0.50, p = 0.45."""
-    from envduels_dagster.core.progress import skill_vs_change
+    round-0 solver skill and its round-1 design / hint change, exact permutation p over the 5 authors; and
+    skill_change_interval, withheld here: 3-5 lineage pairs an author, below its minimum of 12). Measured when
+    written: design rho +0.80, p = 0.13; hint rho -0.50, p = 0.45."""
+    from envduels_dagster.core.progress import MIN_PAIRS, skill_vs_change
+    from envduels_dagster.core.result_checks import skill_change_problems
 
     db, _, metadata = negative_pipeline
     progress = _read(db, "SELECT * FROM authoring_progress WHERE round = 1")
@@ -235,6 +237,11 @@ def test_negative_control_pipeline_finds_no_skill_improvement_correlation(negati
     for change in ("design", "hint"):
         rho, p = published[f"skill_vs_{change}_change_rho"], published[f"skill_vs_{change}_change_p"]
         assert p > 0.05, (change, rho, p)
+        assert np.isnan(float(metadata[f"skill_vs_{change}_change_lower"]))  # NULL, with its reason and sizes
+        assert metadata[f"skill_vs_{change}_change_reason"].startswith("insufficient data: an author has"), metadata
+    assert metadata["skill_vs_change_n_authors"] == 5 and metadata["skill_vs_change_min_pairs"] < MIN_PAIRS
+    assert metadata["skill_vs_change_n_pairs"] == int(progress["n_pairs"].sum())
+    assert not any(skill_change_problems(metadata).values()), skill_change_problems(metadata)
 
 
 @pytest.mark.slow
