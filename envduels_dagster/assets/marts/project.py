@@ -101,5 +101,10 @@ def prepare_manifest(force: bool = False) -> Path:
                               cwd=project_dir, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"`dbt parse` failed in {project_dir}:\n{proc.stdout}\n{proc.stderr}")
+        # the saved parse first, then the manifest (whose mtime says "current"): builds copy the saved
+        # parse into their own target directory and skip parsing (dbt_project.yml: partial_parse)
+        saved = Path(tmp) / "partial_parse.msgpack"
+        if saved.exists():
+            os.replace(saved, manifest.parent / saved.name)
         os.replace(Path(tmp) / "manifest.json", manifest)
     return manifest
