@@ -12,10 +12,13 @@ prepared by ``make install`` / the demo (``assets/marts/project.py``), never by 
 from __future__ import annotations
 
 import functools
+import os
 
 import dagster as dg
 
 AREAS = ("registry", "authoring", "duels", "rounds", "marts", "training", "value", "studies")
+# seconds between ticks of the automation sensor (default 30, Dagster's own); read when the location loads
+AUTOMATION_INTERVAL_ENV = "ENVDUELS_AUTOMATION_INTERVAL_S"
 
 # Runs launched from the UI/daemon execute steps in subprocesses. A forkserver with the heavy
 # libraries preloaded spares every step (and every great-expectations check) their ~3-4 s imports.
@@ -63,7 +66,8 @@ def build_definitions() -> dg.Definitions:
     # (after its training set's blocking checks passed): marts, rankings and training sets are refreshed
     # by envduels_requests, once per request.
     automation = dg.AutomationConditionSensorDefinition(
-        "envduels_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING)
+        "envduels_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=int(os.environ.get(AUTOMATION_INTERVAL_ENV) or 30))
     return dg.Definitions.merge(*areas, dg.Definitions(sensors=[requests, automation], resources=build_resources(),
                                                        executor=EXECUTOR))
 
