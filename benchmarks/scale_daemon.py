@@ -122,8 +122,8 @@ def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per
     home.mkdir(parents=True, exist_ok=True)
     registry = home / "models.yaml"
     write_registry(registry, models)
-    env = live_env(home, registry, ENVDUELS_ENVS_PER_AUTHOR=str(envs_per_author), ENVDUELS_SENSOR_INTERVAL_S="5",
-                   ENVDUELS_TRAINING_ADMISSION="rule", ENVDUELS_PAIRS_PER_RUN=str(pairs_per_run),
+    env = live_env(home, registry, ENVDUELS_ENVS_PER_AUTHOR=str(envs_per_author), ENVDUELS_SEEDS="4",
+                   ENVDUELS_SENSOR_INTERVAL_S="5", ENVDUELS_TRAINING_ADMISSION="rule", ENVDUELS_PAIRS_PER_RUN=str(pairs_per_run),
                    ENVDUELS_ROUNDS=str(rounds))
     (home / "dagster").mkdir(exist_ok=True)
     shutil.copy(REPO / "dagster.yaml", home / "dagster" / "dagster.yaml")

@@ -268,8 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_import)
 
     p = add("demo", help="run the whole pipeline on the simulated models through Dagster")
-    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=10)
-    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=4)
+    # defaults: ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS when set (as the daemon's runs read them), else 10 and 8
+    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None)
+    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None)
     p.set_defaults(func=_cmd_demo)
 
     p = add("serve-sim", help="serve the simulated models over an OpenAI-compatible HTTP API")

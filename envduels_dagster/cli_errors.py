@@ -34,6 +34,8 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
     text = " ".join(str(exc).split())  # one line, whatever the exception carried
     if type(exc).__name__ == "UsageError":
         return text, EXIT_BAD_INPUT
+    if type(exc).__name__ == "SettingsError":  # resources/duel_settings.py: a bad ENVDUELS_* size
+        return f"settings: {text}", EXIT_BAD_INPUT
     if isinstance(exc, RegistryError):
         return f"registry error: {text}", EXIT_BAD_INPUT
     if isinstance(exc, ExportFormatError):

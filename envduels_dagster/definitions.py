@@ -40,7 +40,7 @@ def build_resources(**overrides: object) -> dict[str, object]:
     resources: dict[str, object] = {
         "gateway": HomeGatewayResource(),
         "sandbox": SandboxResource(),
-        "settings": settings_from_env(),  # ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_TRAINING_ADMISSION
+        "settings": settings_from_env(),  # ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS, ENVDUELS_TRAINING_ADMISSION
         "value_settings": AuthorValueSettings(),
         "warehouse": WarehouseResource(),
         "dbt": dbt_resource(),

@@ -179,18 +179,25 @@ def author_value_answer(database: str) -> str:
     return "\n".join(lines + [f"  {line}" for line in value_summary(table, mix)])
 
 
-def run_demo(envs_per_author: int = 10, seeds: int = 4) -> int:
+def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> int:
+    """The whole pipeline on the registry's models; sizes default to ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS
+    when set (the daemon's runs read the same variables), else ``DuelSettings``' 10 and 8."""
     import dagster as dg
 
     from envduels_dagster.definitions import build_resources
     from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import envduels_home, storage_profile, warehouse, warehouse_location
 
+    sizes: dict[str, object] = {}
+    if envs_per_author is not None:
+        sizes["envs_per_author"] = envs_per_author
+    if seeds is not None:
+        sizes["benchmark_seeds"] = list(range(seeds))
+    settings = settings_from_env(**sizes)  # a bad ENVDUELS_* size fails here, before anything is written
     home = prepare_instance_home()
     t0 = time.perf_counter()
     print(f"EnvDuels demo: ENVDUELS_HOME={envduels_home()}  DAGSTER_HOME={home}", flush=True)
-    resources = build_resources(settings=settings_from_env(envs_per_author=envs_per_author,
-                                                           benchmark_seeds=list(range(seeds))))
+    resources = build_resources(settings=settings)
     with dg.DagsterInstance.get() as instance:
         counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
     print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models, {counts['pairs']} pairs.\n")

@@ -331,6 +331,25 @@ def test_demo_with_a_bad_registry_is_one_line_exit_2(cli_env, tmp_path):
                                    "apprentice, novice")
 
 
+@pytest.mark.parametrize(("value", "why"), [("x", "invalid literal for int() with base 10: 'x'"),
+                                          ("0", "a number of seeds from 1 to 1000 is needed")])
+def test_demo_with_a_bad_seeds_variable_is_one_line_exit_2_and_writes_nothing(cli_env, value, why):
+    out = envduels({**cli_env, "ENVDUELS_SEEDS": value}, "demo")
+    assert out.returncode == 2
+    assert one_error_line(out) == f"envduels: error: settings: ENVDUELS_SEEDS='{value}' cannot be used: {why}"
+    assert not Path(cli_env["ENVDUELS_HOME"]).exists()  # no instance, warehouse or log was started
+
+
+def test_the_seeds_variable_sizes_the_daemons_runs_and_the_demo_defaults(monkeypatch):
+    from envduels_dagster.resources.duel_settings import settings_from_env
+
+    monkeypatch.delenv("ENVDUELS_SEEDS", raising=False)
+    assert settings_from_env().benchmark_seeds == list(range(8))
+    monkeypatch.setenv("ENVDUELS_SEEDS", "5")
+    assert settings_from_env().benchmark_seeds == [0, 1, 2, 3, 4]
+    assert settings_from_env(benchmark_seeds=[0, 1]).benchmark_seeds == [0, 1]  # --seeds wins over the variable
+
+
 @pytest.mark.slow
 def test_a_failing_demo_run_is_one_line_naming_the_run_and_the_log_not_a_runtimeerror_traceback(cli_env, tmp_path):
     """A model server that refuses connections: the authoring run fails inside Dagster (after the gateway's

@@ -24,8 +24,8 @@ MART_KEYS = {"pair_lift", "env_solver_stats", "author_scores", "solver_scores", 
 # minutes on 2 cores; the flow is the same at the default size and tick. The fixed admission rule: the probability admission fits one prior on
 # every learner's rows, so a learner's set also depends on rounds the frozen panel leaves different from a
 # from-scratch run, and "training sets agree wherever their inputs agree" would compare nothing.
-SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SENSOR_INTERVAL_S": "5", "ENVDUELS_AUTOMATION_INTERVAL_S": "5",
-         "ENVDUELS_TRAINING_ADMISSION": "rule"}
+SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "4", "ENVDUELS_SENSOR_INTERVAL_S": "5",
+         "ENVDUELS_AUTOMATION_INTERVAL_S": "5", "ENVDUELS_TRAINING_ADMISSION": "rule"}
 
 
 def _table(db, sql: str) -> pd.DataFrame:
