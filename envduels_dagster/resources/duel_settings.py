@@ -41,9 +41,6 @@ class DuelSettings(dg.ConfigurableResource):
     rankings_round: int = 0
 
 
-# Environment variables that size and shape the runs the daemon launches (the demo honours them too),
-# read when the definitions are built: ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a
-# newly written environment gets: 0..N-1), ENVDUELS_TRAINING_ADMISSION.
 class SettingsError(ValueError):
     """An ENVDUELS_* size variable that cannot be used (the CLI reports it as bad input, exit 2)."""
 
@@ -55,6 +52,9 @@ def _seed_range(value: str) -> list[int]:
     return list(range(n))
 
 
+# Environment variables that size and shape the runs the daemon launches (the demo honours them too),
+# read when the definitions are built: ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a
+# newly written environment gets: 0..N-1), ENVDUELS_TRAINING_ADMISSION.
 SETTINGS_ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "ENVDUELS_ENVS_PER_AUTHOR": ("envs_per_author", int),
     "ENVDUELS_SEEDS": ("benchmark_seeds", _seed_range),
