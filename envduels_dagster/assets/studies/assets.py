@@ -15,7 +15,7 @@ from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxRes
 
 @dg.asset(
     deps=["training_set", "pair_lift"], group_name="training", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "study"}, code_version="1",
+    tags={"layer": "study"}, code_version="2",
     description="Lift -> learning study: for each simulated learner and author, train the learner on that author's "
                 "environments (settings.study_train_on: all valid ones, or only its training set), then compare cold success on the author's held-out environments before and "
                 "after; correlate the gain with the author's hint lift on the learner (Spearman; permutation p "
