@@ -471,8 +471,7 @@ def sim_pipeline(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("sim")
     registry = write_registry(tmp / "models.yaml", ["oracle", "novice"])
-    resources = pipeline_resources(tmp, registry, envs_per_author=1, seeds=(0, 1))
-    resources["settings"] = DuelSettings(envs_per_author=1, benchmark_seeds=[0, 1], check_min_matched_seeds=1)
+    resources = pipeline_resources(tmp, registry, envs_per_author=1, seeds=(0, 1), check_min_matched_seeds=1)
     instance = dg.DagsterInstance.ephemeral()
     names = ["oracle", "novice"]
     register_models(instance, names)

@@ -61,12 +61,10 @@ def producer(tmp_path_factory):
     home = tmp / "home"
     old = os.environ.get("ENVDUELS_HOME")
     os.environ["ENVDUELS_HOME"] = str(home)
-    resources = pipeline_resources(tmp, write_registry(tmp / "models.yaml", MODELS), 3, (0, 1))
     # Two seeds: the probability admission rarely reaches its threshold on so little evidence, and this
     # test is about publication, not admission, so it admits by the fixed rule.
-    from envduels_dagster.resources import DuelSettings
-
-    resources["settings"] = DuelSettings(envs_per_author=3, benchmark_seeds=[0, 1], training_admission="rule")
+    resources = pipeline_resources(tmp, write_registry(tmp / "models.yaml", MODELS), 3, (0, 1),
+                                   training_admission="rule")
     (tmp / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         play_round0(instance, resources, MODELS)

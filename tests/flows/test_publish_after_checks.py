@@ -25,7 +25,6 @@ from envduels_dagster.assets.training.assets import training_set
 from envduels_dagster.assets.training.checks import training_set_checks
 from envduels_dagster.core.publication import STAGED, content_version, describe, snapshot_path
 from envduels_dagster.core.warehouse import read_table, replace_rows
-from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
 from tests.helpers.pipeline import pipeline_resources, play_round0, write_registry
 
@@ -40,8 +39,8 @@ def played(tmp_path_factory):
     home = tmp / "home"
     old = os.environ.get("ENVDUELS_HOME")
     os.environ["ENVDUELS_HOME"] = str(home)
-    resources = pipeline_resources(tmp, write_registry(tmp / "models.yaml", MODELS), 3, (0, 1))
-    resources["settings"] = DuelSettings(envs_per_author=3, benchmark_seeds=[0, 1], training_admission="rule")
+    resources = pipeline_resources(tmp, write_registry(tmp / "models.yaml", MODELS), 3, (0, 1),
+                                   training_admission="rule")
     (tmp / "dagster").mkdir()
     try:
         with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:

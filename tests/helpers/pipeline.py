@@ -14,8 +14,9 @@ def write_registry(path: Path, names: list[str], extra: str = "") -> Path:
     return path
 
 
-def pipeline_resources(tmp_path: Path, registry: Path, envs_per_author: int = 3, seeds=(0, 1, 2, 3)) -> dict:
-    """Dagster resources writing to a temporary warehouse and cache."""
+def pipeline_resources(tmp_path: Path, registry: Path, envs_per_author: int = 3, seeds=(0, 1, 2, 3),
+                       **settings: object) -> dict:
+    """Dagster resources writing to a temporary warehouse and cache; ``settings`` are further DuelSettings fields."""
     from dagster_duckdb import DuckDBResource
 
     from envduels_dagster.definitions import build_resources
@@ -23,7 +24,7 @@ def pipeline_resources(tmp_path: Path, registry: Path, envs_per_author: int = 3,
 
     return build_resources(
         gateway=GatewayResource(registry_path=str(registry), cache_path=str(tmp_path / "cache" / "calls.sqlite")),
-        settings=DuelSettings(envs_per_author=envs_per_author, benchmark_seeds=list(seeds)),
+        settings=DuelSettings(envs_per_author=envs_per_author, benchmark_seeds=list(seeds), **settings),
         warehouse=DuckDBResource(database=str(tmp_path / "warehouse.duckdb")),
     )
 

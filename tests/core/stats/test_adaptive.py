@@ -181,13 +181,11 @@ def test_duel_episodes_with_adaptive_sampling_writes_consistent_pairs(tmp_path, 
     from envduels_dagster.assets.authoring.assets import authored_environments
     from envduels_dagster.assets.duels.assets import duel_episodes
     from envduels_dagster.assets.registry.partitions import pair_key, register_models
-    from envduels_dagster.resources import DuelSettings
     from tests.helpers.pipeline import pipeline_resources
 
     registry = sim_registry(["journeyman", "oracle"])
-    resources = pipeline_resources(tmp_path, registry, envs_per_author=2, seeds=(0, 1, 2, 3))
-    resources["settings"] = DuelSettings(envs_per_author=2, benchmark_seeds=[0, 1, 2, 3], adaptive_sampling=True,
-                                         adaptive_max_seeds=6)
+    resources = pipeline_resources(tmp_path, registry, envs_per_author=2, seeds=(0, 1, 2, 3),
+                                   adaptive_sampling=True, adaptive_max_seeds=6)
     instance = dg.DagsterInstance.ephemeral()
     register_models(instance, ["journeyman", "oracle"])
     assert dg.materialize([authored_environments], instance=instance, resources=resources,
