@@ -14,6 +14,17 @@ AUTHOR_STYLES). ``tests/registries/negative_control.yaml`` gives every model the
 authoring is then identical across models, so no role separation and no skill-improvement
 correlation exist to be found (tests/core/stats/test_controls.py).
 
+The ``hints-<level>`` styles plant one effect and nothing else: they are ``neutral`` in every knob but
+hint_quality (``hints-none`` 0.0, ``hints-low`` 0.25, ``hints-mid`` 0.5, ``hints-high`` 0.75, ``hints-all``
+1.0) and sloppiness, which is 0 for all of them (every environment valid, so no author loses data to
+defects). ``tests/registries/planted_control.yaml`` gives the two strongest solvers ``hints-none``, the
+middle one ``hints-mid`` and the two weakest ``hints-all``: solver rank and author rank run opposite ways
+(role separation planted), and the pipeline must recover it. The extreme levels are the ones used because
+their authors' environments are alike (a share of structural hints of exactly 0 or 1); five distinct levels
+were not recovered robustly at test scale (docs/STATISTICS.md, Controls). With feedback_gain equal, the
+hardening rule (sim/author.py) gives the vague-hint authors, i.e. the strongest solvers, the room to improve
+their hints, so skill -> hint change is planted positive as a consequence.
+
 Solver knobs (all act on *how* the model plays, never on outcomes):
   precision      chance of choosing the best move its strategy knows (else a random legal one)
   memory         how many past (action, observation) turns it takes into account
@@ -87,9 +98,15 @@ AUTHOR_KNOBS = ("difficulty", "hint_quality", "sloppiness", "families", "feedbac
 
 # Author styles that belong to no solver. ``neutral``: the mean of the default profiles' knobs, the
 # families in one order: every model writing with it authors the same distribution of environments.
+_NEUTRAL = {"difficulty": 0.58, "hint_quality": 0.72, "sloppiness": 0.136,
+            "families": ("guess", "sequence", "maze", "codelock"), "feedback_gain": 0.6}
+# ``hints-<level>``: neutral in every knob but hint_quality (the level) and sloppiness (0: every environment valid);
+# the pipeline-level positive control (tests/registries/planted_control.yaml) plants role separation with them.
+HINT_LEVELS = {"none": 0.0, "low": 0.25, "mid": 0.5, "high": 0.75, "all": 1.0}
 AUTHOR_STYLES: dict[str, dict] = {
-    "neutral": {"difficulty": 0.58, "hint_quality": 0.72, "sloppiness": 0.136,
-                "families": ("guess", "sequence", "maze", "codelock"), "feedback_gain": 0.6},
+    "neutral": _NEUTRAL,
+    **{f"hints-{level}": {**_NEUTRAL, "sloppiness": 0.0, "hint_quality": q}
+       for level, q in HINT_LEVELS.items()},
 }
 
 
