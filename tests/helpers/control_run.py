@@ -4,7 +4,7 @@ tests/registries with one hardening round, in this process or in a child process
 Why a child process: the negative and the planted control run side by side to save suite time, and a pipeline
 in this process shares process-wide state with any other (ENVDUELS_HOME's published snapshots, the dbt step's
 environment variables, sys.stdout while a run is captured). A child with its own ENVDUELS_HOME shares none of
-it, and its sandboxes run on the other core. ``python -m tests.helpers.control_run TMP REGISTRY ENVS SEEDS``
+it, and its sandboxes run on the other core. ``python -m tests.helpers.control_run TMP REGISTRY ENVS SEEDS [no-learners]``
 (SEEDS comma-separated) writes TMP/warehouse.duckdb, TMP/models.yaml and TMP/progress_metadata.json.
 """
 
@@ -22,9 +22,10 @@ from tests.helpers.paths import REGISTRIES, REPO
 METADATA = "progress_metadata.json"
 
 
-def run_control(tmp: Path, registry_name: str, envs_per_author: int, seeds: tuple[int, ...]) -> tuple[Path, Path, dict]:
+def run_control(tmp: Path, registry_name: str, envs_per_author: int, seeds: tuple[int, ...],
+                learners: bool = True) -> tuple[Path, Path, dict]:
     """Run the pipeline in this process (ENVDUELS_ROUNDS as the caller set it); (warehouse, registry, metadata of
-    ``authoring_progress``: its plain values)."""
+    ``authoring_progress``: its plain values). ``learners=False``: without the per-learner assets and studies."""
     import dagster as dg
 
     from envduels_dagster.demo import materialize_all
@@ -34,7 +35,7 @@ def run_control(tmp: Path, registry_name: str, envs_per_author: int, seeds: tupl
     shutil.copy(REGISTRIES / registry_name, registry)
     resources = pipeline_resources(tmp, registry, envs_per_author=envs_per_author, seeds=seeds)
     instance = dg.DagsterInstance.ephemeral()
-    materialize_all(instance, resources, log=lambda _m: None)
+    materialize_all(instance, resources, log=lambda _m: None, learners=learners)
     event = instance.get_latest_materialization_event(dg.AssetKey("authoring_progress"))
     assert event is not None and event.asset_materialization is not None
     metadata = {k: v.value for k, v in event.asset_materialization.metadata.items()
@@ -44,13 +45,14 @@ def run_control(tmp: Path, registry_name: str, envs_per_author: int, seeds: tupl
 
 
 def start_control(tmp: Path, registry_name: str, envs_per_author: int, seeds: tuple[int, ...],
-                  rounds: int = 1) -> subprocess.Popen:
+                  rounds: int = 1, learners: bool = True) -> subprocess.Popen:
     """The same run in a child process with its own ENVDUELS_HOME (tmp/home); its output goes to tmp/run.log."""
     env = {**os.environ, "ENVDUELS_HOME": str(tmp / "home"), "ENVDUELS_ROUNDS": str(rounds)}
-    log = (tmp / "run.log").open("w")
-    return subprocess.Popen([sys.executable, "-m", "tests.helpers.control_run", str(tmp), registry_name,
-                             str(envs_per_author), ",".join(map(str, seeds))],
-                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    with (tmp / "run.log").open("w") as log:  # the child keeps its own handle
+        return subprocess.Popen([sys.executable, "-m", "tests.helpers.control_run", str(tmp), registry_name,
+                                 str(envs_per_author), ",".join(map(str, seeds)),
+                                 "learners" if learners else "no-learners"],
+                                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def finish_control(proc: subprocess.Popen, tmp: Path, timeout_s: float = 900) -> tuple[Path, Path, dict]:
@@ -62,4 +64,5 @@ def finish_control(proc: subprocess.Popen, tmp: Path, timeout_s: float = 900) ->
 
 if __name__ == "__main__":
     tmp_dir, name, envs, seed_list = sys.argv[1:5]
-    run_control(Path(tmp_dir), name, int(envs), tuple(int(s) for s in seed_list.split(",")))
+    run_control(Path(tmp_dir), name, int(envs), tuple(int(s) for s in seed_list.split(",")),
+                learners=sys.argv[5:6] != ["no-learners"])

@@ -202,12 +202,14 @@ ENVS, PLANTED_ENVS, SEEDS = 5, 6, (0, 1, 2, 3)
 @pytest.fixture(scope="module")
 def control_pipelines(tmp_path_factory):
     """Both end-to-end controls at once: the planted one in a child process (tests/helpers/control_run.py: its
-    own ENVDUELS_HOME, so nothing process-wide is shared), the negative one here meanwhile. Their sandboxes
-    overlap on the two cores, so the pair costs little more than one."""
+    own ENVDUELS_HOME, so nothing process-wide is shared; without the per-learner assets, which its tests do not
+    read), the negative one here meanwhile. Both are mostly CPU (the planted one alone: 87 s CPU in 101 s), so on
+    two shared cores the pair costs more than one: 164 s against 91 s (docs/BENCHMARKS.md)."""
     from tests.helpers.control_run import finish_control, run_control, start_control
 
     planted_tmp = tmp_path_factory.mktemp("planted_control")
-    child = start_control(planted_tmp, "planted_control.yaml", PLANTED_ENVS, SEEDS, rounds=1)
+    child = start_control(planted_tmp, "planted_control.yaml", PLANTED_ENVS, SEEDS, rounds=1,
+                          learners=False)  # its tests read rankings and authoring_progress only
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("ENVDUELS_ROUNDS", "1")  # one hardening round: authoring_progress needs a parent -> child change
