@@ -23,7 +23,7 @@ middle one ``hints-mid`` and the two weakest ``hints-all``: solver rank and auth
 their authors' environments are alike (a share of structural hints of exactly 0 or 1); five distinct levels
 were not recovered robustly at test scale (docs/STATISTICS.md, Controls). With feedback_gain equal, the
 hardening rule (sim/author.py) gives the vague-hint authors, i.e. the strongest solvers, the room to improve
-their hints, so skill -> hint change is planted positive as a consequence.
+their hints, so skill -> hint change is planted positive as a consequence (measured, not tested in the suite).
 
 Solver knobs (all act on *how* the model plays, never on outcomes):
   precision      chance of choosing the best move its strategy knows (else a random legal one)

@@ -189,10 +189,11 @@ def test_skill_improvement_correlation_is_found_only_when_planted(control, hint_
 # (positive_control.yaml, 4 envs: rho -0.3 [-0.9, 0.1]: they mix hint quality with difficulty and sloppiness).
 # planted_control.yaml plants it alone (hint_quality 0, 0, 0.5, 1, 1 from the strongest solver down, every other
 # author knob equal) and runs in the same fixture, in a child process meanwhile, at 6 environments (all valid) x 4
-# seeds: measured 1 Dec 2026 over benchmark seeds 0-3 / 4-7 / 8-11 / 12-15, role rho -1.0 [-1.0, -0.3], -0.9
-# [-1.0, -0.5], -0.9 [-1.0, -0.41], -1.0 [-1.0, -0.7]; skill -> hint change rho +0.9, +1.0, +0.7, +0.9 (p not
-# decided). Five distinct hint levels were not robust (upper bound up to 0.00 at 5 and at 8 environments;
-# docs/STATISTICS.md, Controls). "Weaker authors adapt more" stays on the compute path
+# seeds, round 0: measured 1 Dec 2026 over benchmark seeds 0-3 / 4-7 / 8-11 / 12-15, role rho -1.0 [-1.0, -0.3],
+# -0.9 [-1.0, -0.5], -0.9 [-1.0, -0.41], -1.0 [-1.0, -0.7]. Five distinct hint levels were not robust (upper bound
+# up to 0.00 at 5 and at 8 environments; docs/STATISTICS.md, Controls). With a hardening round the same runs gave
+# skill -> hint change rho +0.9, +1.0, +0.7, +0.9 (p 0.017-0.23), the consequence of the hint levels under the
+# hardening rule; not tested here (+35-65 s of fixture), so skill -> improvement stays on the compute path
 # (test_skill_improvement_correlation_is_found_only_when_planted).
 
 
@@ -202,14 +203,14 @@ ENVS, PLANTED_ENVS, SEEDS = 5, 6, (0, 1, 2, 3)
 @pytest.fixture(scope="module")
 def control_pipelines(tmp_path_factory):
     """Both end-to-end controls at once: the planted one in a child process (tests/helpers/control_run.py: its
-    own ENVDUELS_HOME, so nothing process-wide is shared; without the per-learner assets, which its tests do not
-    read), the negative one here meanwhile. Both are mostly CPU (the planted one alone: 87 s CPU in 101 s), so on
-    two shared cores the pair costs more than one: 164 s against 91 s (docs/BENCHMARKS.md)."""
+    own ENVDUELS_HOME, so nothing process-wide is shared), the negative one here meanwhile. Both are mostly CPU,
+    so on two shared cores the pair costs more than one: 108 s against 90 s (docs/BENCHMARKS.md)."""
     from tests.helpers.control_run import finish_control, run_control, start_control
 
     planted_tmp = tmp_path_factory.mktemp("planted_control")
-    child = start_control(planted_tmp, "planted_control.yaml", PLANTED_ENVS, SEEDS, rounds=1,
-                          learners=False)  # its tests read rankings and authoring_progress only
+    # Round 0 only, without the per-learner assets: its tests read the rankings. The hardening round would add the
+    # skill -> hint change (measured: rho +0.7..+1.0, p 0.017-0.23) at +35-65 s of fixture, so it is not run.
+    child = start_control(planted_tmp, "planted_control.yaml", PLANTED_ENVS, SEEDS, rounds=0, learners=False)
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("ENVDUELS_ROUNDS", "1")  # one hardening round: authoring_progress needs a parent -> child change
@@ -318,22 +319,3 @@ def test_planted_control_pipeline_still_recovers_the_solver_skill(planted_pipeli
     tau = kendalltau(table["solver_rank"], table["model"].map(skill))[0]
     assert tau >= 0.6, table
 
-
-@pytest.mark.slow
-def test_planted_control_pipeline_gives_the_vague_hint_authors_the_larger_hint_change(planted_pipeline):
-    """Planted as a consequence, not a knob: feedback_gain is equal, and the hardening rule (sim/author.py) can
-    only improve a vague hint, which the two strongest solvers always write. So skill -> hint change is positive.
-    Measured over four simulation seeds (benchmark seeds 0-3, 4-7, 8-11, 12-15): rho +0.9, +1.0, +0.7, +0.9,
-    p 0.017-0.23, so rho >= 0.5 is asserted and p is not; the interval is withheld (6 lineage pairs an author,
-    below 12) as in the negative control."""
-    from envduels_dagster.core.progress import skill_vs_change
-
-    db, _, metadata = planted_pipeline
-    progress = _read(db, "SELECT * FROM authoring_progress WHERE round = 1")
-    published = {k: float(metadata[k]) for k in skill_vs_change(progress)}
-    assert published == pytest.approx(skill_vs_change(progress))
-    figures = (f"hint change rho {published['skill_vs_hint_change_rho']:+.2f}, p = "
-               f"{published['skill_vs_hint_change_p']:.3f}; "
-               f"{progress[['author', 'n_pairs', 'solver_skill', 'hint_change']].round(3).to_dict('records')}")
-    assert published["skill_vs_hint_change_rho"] >= 0.5, figures
-    assert metadata["skill_vs_hint_change_reason"].startswith("insufficient data: an author has"), metadata
