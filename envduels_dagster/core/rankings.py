@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.rankings_intervals import author_intervals, stratified_interval
+from envduels_dagster.core.rankings_population import population_columns
 from envduels_dagster.core.rankings_tournament import tournament_columns
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
@@ -282,6 +283,9 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     bt_cols, tour = tournament_columns(panel.lift, panel.authors, panel.solvers, duels, models, weights, bt_prior,
                                        alpha)
     late_bt = {c: bt_cols.pop(c) for c in ("bt_strength_reason", "bt_rank_lower", "bt_rank_upper")}
+    tour_names = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", []))) if len(duels) else []
+    pop_cols, pop = population_columns(panel.lift, panel.authors, panel.solvers, tour_names, models, bt_prior, alpha)
+    late_bt.update(pop_cols)
     bt_cols["bt_rank"] = rank_desc(bt_cols["bt_strength"])
     for name, values in {**bt_cols, **_duel_record(duels, models)}.items():
         df[name] = values
@@ -304,7 +308,7 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     df["round"] = round_  # older columns keep their places: later ones are appended after it
     for name, values in late_bt.items():
         df[name] = values
-    later = {k: v for k, v in tour.items() if k not in summary.columns}
+    later = {k: v for k, v in {**tour, **pop}.items() if k not in summary.columns}
     ranked = df.dropna(subset=["solver_rank", "author_rank"])["model"].tolist()
     role_envs = _min_envs(panel, ranked)
     role = _role_interval_reason(len(ranked), role_envs)

@@ -83,7 +83,20 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
     pairs += [(s, f"{s}_ci_lower", f"{s}_ci_upper") for s in scores if f"{s}_ci_lower" in table]
     pairs += [(f"{s}_rank", f"{s}_rank_lower", f"{s}_rank_upper") for s in ("solver", "author", "bt")
               if f"{s}_rank_lower" in table]
+    pairs += [(s, f"{s}_population_lower", f"{s}_population_upper") for s in ("bt_strength", "bt_rank")
+              if f"{s}_population_lower" in table]
     out["intervals_ordered"] = interval_problems(table, "model", pairs)
+    for c in ("bt_rank_population_lower", "bt_rank_population_upper"):
+        if c in table:
+            out["ranks_within_1_to_n"] += range_problems(table, "model", c, 1, max(n, 1))
+    for s in ("bt_strength", "bt_rank"):  # the mart's tournament is one completion of the sign set: inside
+        lo_c, hi_c = f"{s}_population_lower", f"{s}_population_upper"
+        if lo_c in table:
+            x, bound_lo, bound_hi = _num(table, s), _num(table, lo_c), _num(table, hi_c)
+            bad = ~np.isnan(bound_lo) & ((x < bound_lo - 1e-6) | (x > bound_hi + 1e-6))
+            if bad.any():
+                out["intervals_ordered"].append(f"{s} outside its population bounds: "
+                                                + _examples(table, bad, "model", [s, lo_c, hi_c]))
     if "bt_strength_reason" in table:  # the environment-level BT interval: shown, or withheld with a reason
         out["no_nan_published"] += _claimed_problems(table, "model", "bt_strength", "bt_strength_reason")
     for s in ("solver_score", "bt_strength"):  # every model solves and duels: these are always published
@@ -121,6 +134,24 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
                       ("role_rho", "role_rho_reason")):
         if reason in one:
             out["no_nan_published"] += _claimed_problems(one, "row", f, reason)
+    if "population_interval_reason" in one:  # the population bounds: shown, or withheld with a reason
+        pop = [(f, f"{f}_population_lower", f"{f}_population_upper") for f in ("kendall_zeta", "cyclic_triads")
+               if f"{f}_population_lower" in one]
+        out["intervals_ordered"] += interval_problems(one, "row", pop)
+        withheld = not pd.isna(s.get("population_interval_reason"))
+        for f, lo_c, _ in pop:
+            shown, estimated = not pd.isna(s.get(lo_c)), not pd.isna(s.get(f))
+            if shown == withheld or (estimated and not withheld and not shown):
+                out["no_nan_published"].append(
+                    f"{lo_c} = {s.get(lo_c)} with population_interval_reason = {s.get('population_interval_reason')}"
+                    " (bounds are set exactly when no reason withholds them)")
+        rows = ~np.isnan(_num(table, "bt_strength"))
+        if "bt_strength_population_lower" in table and rows.any():
+            pop_lo = _num(table, "bt_strength_population_lower")[rows]
+            if (np.isnan(pop_lo).any() and not withheld) or ((~np.isnan(pop_lo)).any() and withheld):
+                out["no_nan_published"].append(
+                    "bt_strength_population bounds disagree with population_interval_reason = "
+                    f"{s.get('population_interval_reason')}: {int(np.isnan(pop_lo).sum())} of {int(rows.sum())} NULL")
     for f, lo, hi in (("kendall_zeta", 0, 1), ("role_rho", -1, 1)):
         for c in (f, f"{f}_lower", f"{f}_upper"):
             if c in one:

@@ -369,7 +369,9 @@ def test_leaderboard_t_columns_are_added_after_the_older_ones():
                                    n_boot=50, n_perm=100)
     cols = list(table.columns)
     assert set(table["round"]) == {0}  # round 0 by default
-    assert cols[cols.index("round") + 1:] == ["bt_strength_reason", "bt_rank_lower", "bt_rank_upper"]  # added after
+    assert cols[cols.index("round") + 1:] == ["bt_strength_reason", "bt_rank_lower", "bt_rank_upper",  # added after
+                                              "bt_strength_population_lower", "bt_strength_population_upper",
+                                              "bt_rank_population_lower", "bt_rank_population_upper"]
     tail = cols[cols.index("round") - 9:cols.index("round")]
     assert tail == [f"{f}_ci_{k}" for f in ("solver_score", "author_score", "design_score_corrected")
                     for k in ("lower", "upper", "reason")]
