@@ -118,7 +118,7 @@ def size_rows(envs: int, groups: int, seeds: int, n_boot: int, truth_draws: int,
         for name, truth in (("population", truth_pop), ("design", truth_design)):
             t = np.broadcast_to(np.asarray(truth, dtype=float), lo.shape)
             ok = covered(lo, hi, t)[shown]
-            err = (est - t) * (np.sign(t) if figure == "bt_strength" else 1.0)
+            err = (est - t) * (np.sign(t) if figure.startswith("bt_strength") else 1.0)
             rows.append({"envs": envs, "figure": figure, "truth": name, "n": int(shown.size),
                          "reported": float(shown.mean()), "coverage": float(ok.mean()) if ok.size else np.nan,
                          "width": float(np.mean(hi[shown] - lo[shown])) if ok.size else np.nan,

@@ -250,3 +250,64 @@ def skill_change_problems(figures: dict) -> dict[str, list[str]]:
     for c in ("skill_vs_change_n_authors", "skill_vs_change_n_pairs", "skill_vs_change_n_boot"):
         out["sample_sizes_reported"] += range_problems(row, "row", c, 0, np.inf, allow_nan=False)
     return out
+
+
+def _figure(figures: dict, key: str) -> float:
+    v = figures.get(key)
+    try:
+        return float("nan") if v is None or v == "" else float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def progress_figure_problems(figures: dict | None, table: pd.DataFrame) -> dict[str, list[str]]:
+    """The skill -> improvement figures ``authoring_progress`` published as metadata, against its table:
+    the rules of :func:`skill_change_problems`, and rho / p equal to what ``skill_vs_change`` gives on the table
+    (a figure that disagrees with the table it describes is stale or wrong)."""
+    from envduels_dagster.core.progress import skill_vs_change
+
+    out: dict[str, list[str]] = {"intervals_ordered": [], "no_nan_published": [], "sample_sizes_reported": []}
+    if figures is None:
+        out["sample_sizes_reported"].append("no materialization metadata: the skill -> improvement figures "
+                                            "cannot be checked (materialize authoring_progress)")
+        return out
+    for name, problems in skill_change_problems(figures).items():
+        out[name] += problems
+    for key, value in (skill_vs_change(table).items() if "round" in table else []):  # round 1, as the asset
+        shown = _figure(figures, key)
+        if not (math.isnan(shown) and math.isnan(value)) and not abs(shown - value) <= 1e-9:
+            out["no_nan_published"].append(f"metadata {key} = {figures.get(key)} but the table gives {value:.6g}")
+    return out
+
+
+def learning_figure_problems(figures: dict | None, table: pd.DataFrame) -> dict[str, list[str]]:
+    """The lift -> learning figures ``lift_learning`` published as metadata (``learning_study.correlation_summary``):
+    rho in [-1, 1] and p in (0, 1] or withheld with a reason, sizes set and equal to the table's trained rows."""
+    out: dict[str, list[str]] = {"no_nan_published": [], "sample_sizes_reported": []}
+    if figures is None:
+        out["sample_sizes_reported"].append("no materialization metadata: the lift -> learning figures cannot be "
+                                            "checked (materialize lift_learning)")
+        return out
+    n = _figure(figures, "n_pairs")
+    rho, p = _figure(figures, "spearman_lift_vs_gain"), _figure(figures, "permutation_p")
+    reason = figures.get("permutation_p_reason") or None
+    if not math.isnan(rho) and not -1 - TOL <= rho <= 1 + TOL:
+        out["no_nan_published"].append(f"spearman_lift_vs_gain = {rho} (expected in [-1, 1])")
+    if math.isnan(rho) and not math.isnan(n) and n >= 3:
+        out["no_nan_published"].append(f"spearman_lift_vs_gain is NaN over {int(n)} rows")
+    if not math.isnan(p) and not 0 < p <= 1:
+        out["no_nan_published"].append(f"permutation_p = {p} (expected in (0, 1])")
+    if math.isnan(p) and reason is None:
+        out["no_nan_published"].append("permutation_p is NaN without permutation_p_reason")
+    if not math.isnan(p) and reason is not None:
+        out["no_nan_published"].append(f"permutation_p = {p} is set although permutation_p_reason withholds it")
+    for key in ("n_pairs", "n_learners", "n_authors"):
+        v = _figure(figures, key)
+        if math.isnan(v) or v < 0:
+            out["sample_sizes_reported"].append(f"{key} = {figures.get(key)} (expected a count >= 0)")
+    trained = table.dropna(subset=["lift", "gain"]) if {"lift", "gain"} <= set(table.columns) else table
+    trained = trained[_num(trained, "n_train_envs") > 0]
+    if not math.isnan(n) and int(n) != len(trained):
+        out["sample_sizes_reported"].append(f"n_pairs = {int(n)} but the table has {len(trained)} rows that trained "
+                                            "and have a lift")
+    return out
