@@ -109,6 +109,9 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
             if bad.any():
                 out["no_nan_published"].append(f"{s} and {r} are both set or both NULL: "
                                                + _examples(table, bad, "model", [s, r]))
+    for s in [*scores, "solver_rank", "author_rank"]:  # a bootstrap interval: shown, or withheld with a reason
+        if f"{s}_interval_reason" in table:
+            out["no_nan_published"] += _claimed_problems(table, "model", s, f"{s}_interval_reason")
     for s in scores:  # a withheld t interval says why
         if f"{s}_ci_reason" in table:
             bad = np.isnan(_num(table, f"{s}_ci_lower")) & table[f"{s}_ci_reason"].isna().to_numpy()

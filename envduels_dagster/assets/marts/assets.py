@@ -45,9 +45,11 @@ class ConvergenceConfig(dg.Config):
 
 
 def leaderboard_table(table) -> dg.TableMetadataValue:
-    cols = [("model", "string"), ("solver_rank", "float"), ("solver_score", "float"), ("solver_score_lower", "float"),
-            ("solver_score_upper", "float"), ("author_rank", "float"), ("author_score", "float"),
-            ("author_score_lower", "float"), ("author_score_upper", "float"), ("design_score", "float"),
+    # the calibrated intervals: the scores' t intervals (the bootstrap ones are NULL below 30 environments per
+    # author), and the population bounds of the Bradley-Terry strengths beside the design's bootstrap interval
+    cols = [("model", "string"), ("solver_rank", "float"), ("solver_score", "float"), ("solver_score_ci_lower", "float"),
+            ("solver_score_ci_upper", "float"), ("author_rank", "float"), ("author_score", "float"),
+            ("author_score_ci_lower", "float"), ("author_score_ci_upper", "float"), ("design_score_corrected", "float"),
             ("bt_strength", "float"), ("bt_strength_lower", "float"), ("bt_strength_upper", "float"),
             ("bt_strength_population_lower", "float"), ("bt_strength_population_upper", "float"),
             ("duel_record", "string")]
