@@ -303,14 +303,15 @@ def _skill_tau(df: pd.DataFrame, skill_rank: dict[str, int] | None) -> float:
 def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
                      bt_prior: float = 0.5, n_perm: int = 10000, alpha: float = ALPHA,
                      skill_rank: dict[str, int] | None = None, round_: int = DEFAULT_ROUND,
-                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     withhold_uncalibrated: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-model leaderboard (``rankings``) and one-row summary (``rankings_summary``) of round ``round_``.
 
     ``stats`` and ``duels`` are restricted to rows of that round when they carry a ``round`` column (the dbt
     marts do); without one they are taken to be that round already.
 
     ``skill_rank`` (documented order of simulated models, 1 = strongest) adds the Kendall tau between it and
-    the solver ranking to the summary.
+    the solver ranking to the summary. ``withhold_uncalibrated=False`` keeps every bootstrap interval (for the
+    calibration benchmarks that measure them; the product never passes it).
     """
     stats, duels = of_round(stats, round_), of_round(duels, round_)
     if len(duels):  # the mart's row order is not deterministic; the duel bootstrap draws rows by position
@@ -351,7 +352,8 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     df["round"] = round_  # older columns keep their places: later ones are appended after it
     for name, values in late_bt.items():
         df[name] = values
-    _withhold_uncalibrated(df, _min_envs(panel, sorted(set(panel.authors))))
+    if withhold_uncalibrated:
+        _withhold_uncalibrated(df, _min_envs(panel, sorted(set(panel.authors))))
     later = {k: v for k, v in {**tour, **pop}.items() if k not in summary.columns}
     ranked = df.dropna(subset=["solver_rank", "author_rank"])["model"].tolist()
     role_envs = _min_envs(panel, ranked)
