@@ -241,6 +241,21 @@ RANK_MIN_ENVS = 6
 BOOTSTRAP_SCORES = ("solver_score", "solver_hinted", "author_score", "design_score", "design_score_corrected")
 
 
+def _sample_sizes(panel: Panel, models: list[str]) -> dict[str, list]:
+    """Per model, the samples behind its figures: environments it authored (author scores, its side of the
+    duels), other authors' environments it solved (solver scores), and the fewest matched seeds of those."""
+    authored = pd.Series(panel.authors).value_counts()
+    solved = dict(zip(panel.solvers, panel.peer.sum(axis=0).tolist(), strict=True))
+    seeds: dict[str, float] = {}
+    if panel.n_seeds is not None:
+        for j, m in enumerate(panel.solvers):
+            vals = panel.n_seeds[panel.peer[:, j], j]
+            seeds[m] = float(np.nanmin(vals)) if vals.size and not np.isnan(vals).all() else float("nan")
+    return {"author_n_envs": [int(authored.get(m, 0)) for m in models],
+            "solver_n_envs": [int(solved.get(m, 0)) for m in models],
+            "solver_min_seeds": [seeds.get(m, float("nan")) for m in models]}
+
+
 def _withhold_uncalibrated(df: pd.DataFrame, n_min: int) -> None:
     """NULL the bootstrap intervals below the sizes at which they were measured calibrated, each with a
     ``<figure>_interval_reason`` (added columns); ``design_score`` (uncorrected, biased by seed noise) always."""
@@ -354,6 +369,8 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
         df[name] = values
     if withhold_uncalibrated:
         _withhold_uncalibrated(df, _min_envs(panel, sorted(set(panel.authors))))
+    for name, values in _sample_sizes(panel, list(df["model"])).items():
+        df[name] = values
     later = {k: v for k, v in {**tour, **pop}.items() if k not in summary.columns}
     ranked = df.dropna(subset=["solver_rank", "author_rank"])["model"].tolist()
     role_envs = _min_envs(panel, ranked)

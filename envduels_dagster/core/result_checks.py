@@ -119,6 +119,16 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
             if bad.any():
                 out["no_nan_published"].append(f"{s}_ci withheld without a reason: "
                                                + _examples(table, bad, "model", [s]))
+    for c in ("author_n_envs", "solver_n_envs"):  # the per-model samples behind its figures
+        if c not in table:
+            out["sample_sizes_reported"].append(f"column {c} is missing")
+        else:
+            out["sample_sizes_reported"] += range_problems(table, "model", c, 0, np.inf, allow_nan=False)
+    if "author_n_envs" in table and "author_score" in table:
+        bad = ~np.isnan(_num(table, "author_score")) & (_num(table, "author_n_envs") < 1)
+        if bad.any():
+            out["sample_sizes_reported"].append("an author score over no environment: "
+                                                + _examples(table, bad, "model", ["author_score", "author_n_envs"]))
     if len(summary) != 1:
         out["sample_sizes_reported"].append(f"rankings_summary has {len(summary)} rows (expected 1)")
         return out

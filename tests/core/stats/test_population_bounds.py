@@ -118,6 +118,7 @@ def test_the_marts_tournament_lies_inside_its_population_bounds(seed):
     table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=100)
     s = summary.iloc[0]
     assert pd.isna(s.population_interval_reason)
+    assert (table["solver_min_seeds"] == 4).all() and (table["solver_n_envs"] == 4 * table["author_n_envs"]).all()
     assert (table["bt_strength_population_lower"] <= table["bt_strength"] + 1e-9).all()
     assert (table["bt_strength"] <= table["bt_strength_population_upper"] + 1e-9).all()
     assert (table["bt_rank_population_lower"] <= table["bt_rank"]).all()

@@ -385,7 +385,8 @@ def test_leaderboard_t_columns_are_added_after_the_older_ones():
                                               "bt_strength_population_lower", "bt_strength_population_upper",
                                               "bt_rank_population_lower", "bt_rank_population_upper",
                                               *[f"{f}_interval_reason" for f in rk.BOOTSTRAP_SCORES],
-                                              "solver_rank_interval_reason", "author_rank_interval_reason"]
+                                              "solver_rank_interval_reason", "author_rank_interval_reason",
+                                              "author_n_envs", "solver_n_envs", "solver_min_seeds"]
     tail = cols[cols.index("round") - 9:cols.index("round")]
     assert tail == [f"{f}_ci_{k}" for f in ("solver_score", "author_score", "design_score_corrected")
                     for k in ("lower", "upper", "reason")]
@@ -412,6 +413,11 @@ def test_bootstrap_intervals_are_published_only_from_their_calibrated_sizes(envs
         assert table[f"{key}_rank_lower"].notna().all() == ranks_shown
         assert table[f"{key}_rank_interval_reason"].isna().all() == ranks_shown
     assert not any(rankings_problems(table, summary).values()), rankings_problems(table, summary)
+    # the samples beside the figures: 3 models x `envs` environments each, every peer solves the other two's
+    assert set(table["author_n_envs"]) == {envs} and set(table["solver_n_envs"]) == {2 * envs}
+    assert table["solver_min_seeds"].isna().all()  # these stats carry no n_seeds
+    assert rankings_problems(table.drop(columns="solver_n_envs"), summary)["sample_sizes_reported"] == [
+        "column solver_n_envs is missing"]
     silent = table.assign(solver_score_interval_reason=None) if not scores_shown else \
         table.assign(solver_score_lower=np.nan, solver_score_upper=np.nan)
     assert any("solver_score interval" in p for p in rankings_problems(silent, summary)["no_nan_published"])
