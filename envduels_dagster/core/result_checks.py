@@ -213,6 +213,8 @@ def authoring_progress_problems(table: pd.DataFrame) -> dict[str, list[str]]:
                                                               f"{k}_change_upper") for k in ("design", "hint")]),
            "no_nan_published": [], "sample_sizes_reported": []}
     for k in ("design", "hint"):
+        if f"{k}_change_reason" in t:  # the t interval over lineage pairs: shown, or withheld with a reason
+            out["no_nan_published"] += _claimed_problems(t, "row", f"{k}_change", f"{k}_change_reason")
         out["no_nan_published"] += range_problems(t, "row", f"{k}_change", -1, 1)
         bad = (_num(t, "n_pairs") > 0) & np.isnan(_num(t, f"{k}_change"))
         if bad.any():

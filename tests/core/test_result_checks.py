@@ -104,7 +104,8 @@ def test_real_design_convergence_passes_and_each_corruption_fails(convergence):
 def progress_row(**kw):
     row = {"author": "a", "round": 1, "n_pairs": 3, "solver_skill": 0.4, "design_before": 0.2, "design_after": 0.3,
            "design_change": 0.1, "design_change_lower": -0.1, "design_change_upper": 0.3, "hint_before": 0.1,
-           "hint_after": 0.1, "hint_change": 0.0, "hint_change_lower": -0.2, "hint_change_upper": 0.2}
+           "hint_after": 0.1, "hint_change": 0.0, "hint_change_lower": -0.2, "hint_change_upper": 0.2,
+           "design_change_reason": None, "hint_change_reason": None}
     return pd.DataFrame([{**row, **kw}])
 
 
@@ -115,6 +116,10 @@ def progress_row(**kw):
     ({"hint_change": np.nan, "hint_change_lower": np.nan, "hint_change_upper": np.nan}, "no_nan_published", "hint_change is NaN on a row with lineage pairs"),
     ({"n_pairs": 0}, "sample_sizes_reported", "n_pairs in [1, inf] and set fails"),
     ({"round": 0}, "sample_sizes_reported", "round in [1, inf] and set fails"),
+    ({"hint_change_reason": None, "hint_change_lower": np.nan, "hint_change_upper": np.nan}, "no_nan_published",
+     "hint_change interval is NULL without hint_change_reason"),
+    ({"design_change_reason": "insufficient data: 2 environments"}, "no_nan_published",
+     "design_change interval is set although design_change_reason withholds it"),
 ])
 def test_authoring_progress_rules(kw, check, fragment):
     problems = rc.authoring_progress_problems(progress_row(**kw))
