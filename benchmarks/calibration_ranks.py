@@ -3,9 +3,9 @@ score's bootstrap and t intervals, through ``core.rankings.compute_rankings``. I
 
     .venv/bin/python benchmarks/calibration_ranks.py [--envs 3 6 12 30] [--groups 40] [--n-boot 500]
 
-Why its own generator: in ``benchmarks/calibration.py`` every author's hints lift by the same 0.2, so author
-ranks all tie. Here the same 4-model tournaments (base rates, solver skill 0 / .05 / .10 / .15, author shifts)
-with author hint quality 0 / .1 / .2 / .3 on top of a lift of 0.1: the true author score (mean peer lift) is
+Why not the main generator as it is: in ``benchmarks/calibration.py`` every author's hints lift by the same 0.2,
+so author ranks all tie. Here the same 4-model tournaments (``calibration.tournament``: base rates, solver skill
+0 / .05 / .10 / .15, author shifts) with author hint quality 0 / .1 / .2 / .3 on top of a lift of 0.1: the true author score (mean peer lift) is
 0.1 + quality, the true solver score as in calibration.py, so both rank orders are known and strict.
 
 ``rankings.RANK_MIN_ENVS`` is set from the rank rows. Every interval is measured, published or not
@@ -25,28 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 QUALITY = np.array([0.0, 0.1, 0.2, 0.3])
-LIFT = 0.1
-
-
-def tournament(rng: np.random.Generator, group: int, envs: int, seeds: int) -> pd.DataFrame:
-    import calibration as cal
-
-    names = [f"g{group:03d}.m{i}" for i in range(4)]
-    frames = []
-    for a, author in enumerate(names):
-        base = rng.uniform(*cal.BASE, envs) + cal.SHIFT[a]
-        u = rng.uniform(-0.1, 0.1, envs)
-        for s, solver in enumerate(names):
-            p_cold = base + cal.SKILL[s]
-            p_hint = np.clip(p_cold + LIFT + QUALITY[a] + u + rng.uniform(-0.05, 0.05, envs), 0, 1)
-            cold = rng.random((envs, seeds)) < p_cold[:, None]
-            hint = rng.random((envs, seeds)) < p_hint[:, None]
-            env = np.repeat([f"{author}.e{e:02d}" for e in range(envs)], seeds)
-            seed = np.tile(np.arange(seeds), envs)
-            for cond, y in (("cold", cold), ("hinted", hint)):
-                frames.append(pd.DataFrame({"env_id": env, "author": author, "solver": solver, "condition": cond,
-                                            "seed": seed, "status": np.where(y.ravel(), "success", "failure")}))
-    return pd.concat(frames, ignore_index=True)
+LIFT = 0.1  # author a's hints lift by LIFT + QUALITY[a]: calibration.DELTA + (LIFT - DELTA + QUALITY[a])
 
 
 def run(envs_list: list[int], groups: int, seeds: int, n_boot: int) -> pd.DataFrame:
@@ -62,7 +41,8 @@ def run(envs_list: list[int], groups: int, seeds: int, n_boot: int) -> pd.DataFr
         rng = np.random.default_rng(envs)
         hits: dict[str, list] = {}
         for g in range(groups):
-            stats = env_solver_stats(tournament(rng, g, envs, seeds))
+            episodes, _ = cal.tournament(rng, g, envs, seeds, hint_shift=LIFT - cal.DELTA + QUALITY)
+            stats = env_solver_stats(episodes)
             stats["is_self_pair"] = stats["author"] == stats["solver"]
             table, _ = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=n_boot, seed=g, n_perm=100,
                                            withhold_uncalibrated=False)
