@@ -41,8 +41,11 @@ SHIFT = np.array([0.0, 0.05, 0.0, 0.05])
 BASE = (0.05, 0.30)
 
 
-def tournament(rng: np.random.Generator, group: int, envs: int, seeds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Episode rows of one 4-model tournament (models g###.m0..m3), and the true rates per (env, solver)."""
+def tournament(rng: np.random.Generator, group: int, envs: int, seeds: int,
+               hint_shift: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Episode rows of one 4-model tournament (models g###.m0..m3), and the true rates per (env, solver).
+    ``hint_shift[a]`` is added to author a's lift (default none: every author's hints lift by DELTA)."""
+    shift = np.zeros(4) if hint_shift is None else np.asarray(hint_shift, dtype=float)
     names = [f"g{group:03d}.m{i}" for i in range(4)]
     frames, truth = [], []
     for a, author in enumerate(names):
@@ -50,7 +53,8 @@ def tournament(rng: np.random.Generator, group: int, envs: int, seeds: int) -> t
         u = rng.uniform(-0.1, 0.1, envs)
         for s, solver in enumerate(names):
             p_cold = base + SKILL[s]
-            p_hint = p_cold + DELTA + u + rng.uniform(-0.05, 0.05, envs)
+            p_hint = np.clip(p_cold + DELTA + shift[a] + u + rng.uniform(-0.05, 0.05, envs), 0, 1)  # (never binds
+            # at shift 0: the largest rate is 0.85)
             truth.append(pd.DataFrame({"env_id": [f"{author}.e{e:02d}" for e in range(envs)], "solver": solver,
                                        "true_cold": p_cold, "true_hint": p_hint}))
             cold = rng.random((envs, seeds)) < p_cold[:, None]
@@ -297,7 +301,8 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
         prefix = f"g{g:03d}."
         mine_stats = stats[stats["author"].str.startswith(prefix)]
         mine_duels = duels[duels["model_a"].str.startswith(prefix)]
-        table, summary = compute_rankings(mine_stats, mine_duels, n_boot=n_boot, seed=g)
+        # every bootstrap interval measured, also where the product withholds it (rankings.BOOT_MIN_ENVS)
+        table, summary = compute_rankings(mine_stats, mine_duels, n_boot=n_boot, seed=g, withhold_uncalibrated=False)
         truth = truths(sorted(table["model"]))
         for fig, values in truth.items():
             t = table["model"].map(values)

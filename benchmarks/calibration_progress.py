@@ -67,6 +67,28 @@ def coverage(envs: int, reps: int, n_boot: int, seed: int = 0, bands=None, gain_
             for k in truth}
 
 
+def per_author_coverage(envs: int, reps: int, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Coverage of each author's published change interval (``progress_table``: a t interval over its lineage
+    pairs) of its true change: hint = the planted HINT_GAIN, design = ``design_truth`` (Monte Carlo)."""
+    from envduels_dagster.core.progress import progress_table
+    from tests.helpers.synthetic_progress import HINT_GAIN, design_truth, two_round_tournament
+
+    truth = {"hint": HINT_GAIN, "design": design_truth()}
+    out: dict[str, dict[str, list]] = {k: {"hit": [], "width": [], "shown": []} for k in truth}
+    for r in range(reps):
+        e, eps = two_round_tournament(np.random.default_rng(seed * 100003 + envs * 1009 + r), envs)
+        table = progress_table(e, eps).sort_values("author")
+        for k, true in truth.items():
+            lo, hi = table[f"{k}_change_lower"].to_numpy(float), table[f"{k}_change_upper"].to_numpy(float)
+            shown = ~np.isnan(lo)
+            out[k]["shown"] += list(shown)
+            out[k]["hit"] += list(((lo <= true + 1e-12) & (true <= hi + 1e-12))[shown])
+            out[k]["width"] += list((hi - lo)[shown])
+    return {k: {"coverage": float(np.mean(v["hit"])) if v["hit"] else float("nan"), "n": len(v["hit"]),
+                "reported": float(np.mean(v["shown"])), "width": float(np.mean(v["width"])) if v["width"] else
+                float("nan")} for k, v in out.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", type=int, nargs="+", default=[3, 5, 8, 16])
@@ -77,7 +99,18 @@ def main() -> int:
                         help="multiply the planted hint gains (same ranks, same population rho; smaller = weaker signal)")
     parser.add_argument("--bands", type=float, nargs="*", default=None,
                         help="also print the coverage regardless of the rules above these reliabilities")
+    parser.add_argument("--per-author", action="store_true",
+                        help="instead: coverage of each author's design / hint change interval (table authoring_progress)")
     args = parser.parse_args()
+    if args.per_author:
+        print(f"per-author change intervals (t over lineage pairs): 6 authors, 4 seeds, {args.reps} replicates a size")
+        print("| pairs per author | change | coverage (n) | reported | mean width |")
+        print("|---|---|---|---|---|")
+        for envs in args.envs:
+            for k, row in per_author_coverage(envs, args.reps, args.seed).items():
+                print(f"| {envs} | {k} | {row['coverage']:.3f} ({row['n']}) | {row['reported']:.3f} | "
+                      f"{row['width']:.3f} |", flush=True)
+        return 0
     print(f"skill -> improvement interval: 6 authors, 4 seeds, {args.reps} replicates a size, n_boot {args.n_boot}, "
           f"hint gains x {args.gain_scale:g}")
     print("| pairs per author | change | population rho | coverage (n) | mean width | withheld | mean rho |")

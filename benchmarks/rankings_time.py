@@ -34,6 +34,7 @@ def main() -> int:
     from envduels_dagster.core.rankings import compute_rankings
     from envduels_dagster.core.rankings_tournament import duels_from_stats
     from envduels_dagster.resources import DuelSettings
+    from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", type=int, default=10)
@@ -43,7 +44,8 @@ def main() -> int:
     stats = ct.draw_stats(np.random.default_rng(0), args.envs, 4).assign(round=0)
     duels = duels_from_stats(stats).assign(round=0)
     pair = stats[~stats.is_self_pair].groupby(["author", "solver"], as_index=False)["lift"].mean()
-    pair = pair.assign(lift_lower=pair["lift"] - 0.1, lift_upper=pair["lift"] + 0.1, round=0)
+    pair = pair.assign(lift_ci_lower=pair["lift"] - 0.1, lift_ci_upper=pair["lift"] + 0.1, lift_ci_reason=None,
+                       round=0)
     registry = pd.DataFrame({"name": ct.NAMES, "model": [f"openai/{n}" for n in ct.NAMES]})
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "warehouse.duckdb")
@@ -58,7 +60,9 @@ def main() -> int:
             compute_rankings(stats, duels, n_boot=args.n_boot)
             t1 = time.perf_counter()
             result = dg.materialize([rankings], instance=dg.DagsterInstance.ephemeral(),
-                                    resources={"warehouse": DuckDBResource(database=db), "settings": DuelSettings()},
+                                    resources={"warehouse": DuckDBResource(database=db), "settings": DuelSettings(),
+                                               PUBLISHED_IO_MANAGER_KEY: PublishedTableIOManager(
+                                                   root=str(Path(tmp) / "published"))},
                                     run_config={"ops": {"rankings": {"config": {"n_boot": args.n_boot}}},
                                                 "loggers": {"console": {"config": {"log_level": "ERROR"}}}})
             t2 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Authoring progress across co-evolution rounds: does an author's hardened child beat its parent?
 
 Why a module of its own: the table pairs every child with its parent by lineage and
-bootstraps the paired change; that is analysis, testable on plain frames, and the
+gives the paired change a t interval over lineage pairs; that is analysis, testable on plain frames, and the
 ``authoring_progress`` asset only reads, calls :func:`progress_table`, writes.
 """
 
@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.coevolution import env_scores
-from envduels_dagster.core.stats import paired_bootstrap as paired_change
 from envduels_dagster.core.stats import (
     percentile_interval,
     rowwise_spearman,
@@ -22,7 +21,17 @@ from envduels_dagster.core.stats import (
 
 COLUMNS = ["author", "round", "n_pairs", "solver_skill", "design_before", "design_after", "design_change",
            "design_change_lower", "design_change_upper", "hint_before", "hint_after", "hint_change",
-           "hint_change_lower", "hint_change_upper"]
+           "hint_change_lower", "hint_change_upper", "design_change_reason", "hint_change_reason"]
+
+
+def paired_change(deltas: np.ndarray, bounds: tuple[float, float]) -> tuple[float, float, float, str | None]:
+    """Mean parent -> child change over lineage pairs with a t interval (``core.stats.mean_interval``: at least
+    ``MIN_ENVS`` pairs and some spread, else NULL with the reason). Was a percentile bootstrap over the pairs,
+    which covered like the author score's bootstrap does with 3-12 environments (0.67-0.90)."""
+    from envduels_dagster.core.stats.intervals import mean_interval
+
+    ci = mean_interval(deltas, bounds=bounds)
+    return ci.estimate, ci.lower, ci.upper, ci.reason
 
 
 def progress_table(envs: pd.DataFrame, episodes: pd.DataFrame) -> pd.DataFrame:
@@ -37,15 +46,16 @@ def progress_table(envs: pd.DataFrame, episodes: pd.DataFrame) -> pd.DataFrame:
         pairs = [(p, c) for p, c in zip(grp["parent_env_id"], grp["env_id"]) if p in scores.index and c in scores.index]
         before = scores.loc[[p for p, _ in pairs]] if pairs else scores.iloc[0:0]
         after = scores.loc[[c for _, c in pairs]] if pairs else scores.iloc[0:0]
-        d_design = paired_change(after["design"].to_numpy() - before["design"].to_numpy())
-        d_hint = paired_change(after["hint"].to_numpy() - before["hint"].to_numpy())
+        d_design = paired_change(after["design"].to_numpy() - before["design"].to_numpy(), (-1.0, 1.0))
+        d_hint = paired_change(after["hint"].to_numpy() - before["hint"].to_numpy(), (-2.0, 2.0))
         rows.append({"author": author, "round": int(round_), "n_pairs": len(pairs),
                      "solver_skill": float(skill.get(author, np.nan)),
                      "design_before": float(before["design"].mean()), "design_after": float(after["design"].mean()),
                      "design_change": d_design[0], "design_change_lower": d_design[1],
                      "design_change_upper": d_design[2],
                      "hint_before": float(before["hint"].mean()), "hint_after": float(after["hint"].mean()),
-                     "hint_change": d_hint[0], "hint_change_lower": d_hint[1], "hint_change_upper": d_hint[2]})
+                     "hint_change": d_hint[0], "hint_change_lower": d_hint[1], "hint_change_upper": d_hint[2],
+                     "design_change_reason": d_design[3], "hint_change_reason": d_hint[3]})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -13,7 +13,9 @@ Uncertainty:
 * Solver and author scores get intervals from a **cluster bootstrap over environments**: each replicate
   resamples every author's environments with replacement (stratified by author, so each author keeps its
   number of environments); an environment carries all of its solvers' matched-seed results, so seeds stay
-  paired. Ranks are recomputed per replicate, giving rank intervals too.
+  paired. Ranks are recomputed per replicate, giving rank intervals too. Both are published only from the
+  sizes at which they were measured calibrated (``BOOT_MIN_ENVS``, ``RANK_MIN_ENVS``), NULL with a reason
+  below; the t intervals (``<score>_ci_*``, ``core.rankings_intervals``) are the calibrated score intervals.
 * The Bradley-Terry fit uses the duel outcomes (1, 1/2 for a tie, 0); its intervals, and those of zeta and
   the cyclic triads, come from the same environment replicates, every duel re-decided by the mart's rule
   (``core.rankings_tournament``; withheld with a reason below the minimum environments per author).
@@ -33,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.rankings_intervals import author_intervals, stratified_interval
+from envduels_dagster.core.rankings_population import population_columns
 from envduels_dagster.core.rankings_tournament import tournament_columns
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
@@ -227,6 +230,62 @@ def _role_separation(df: pd.DataFrame, panel: Panel, reps: dict, n_perm: int, se
 
 
 ROLE_MIN_ENVS = MIN_ENVS  # environments per author below which the role-separation interval is withheld
+#: Environments per author below which the bootstrap score intervals (``<score>_lower/_upper``) are withheld:
+#: they covered 0.85 / 0.89 / 0.93 / 0.97 (solver score) and 0.67 / 0.87 / 0.90 / 0.98 (author score), 0.72 /
+#: 0.85 / 0.84 / 0.94 (corrected design score) at 3 / 6 / 12 / 30 (docs/STATISTICS.md). The t intervals
+#: (``<score>_ci_*``) are the calibrated ones below that.
+BOOT_MIN_ENVS = 30
+#: ... and the rank intervals (same replicates): solver rank 0.89 / 0.95 / 0.98 / 0.99, author rank 0.93 / 0.99 /
+#: 0.99 / 1.00 at 3 / 6 / 12 / 30 (160 intervals a size, docs/STATISTICS.md).
+RANK_MIN_ENVS = 6
+BOOTSTRAP_SCORES = ("solver_score", "solver_hinted", "author_score", "design_score", "design_score_corrected")
+
+
+def _sample_sizes(panel: Panel, models: list[str]) -> dict[str, list]:
+    """Per model, the samples behind its figures: environments it authored (author scores, its side of the
+    duels), other authors' environments it solved (solver scores), and the fewest matched seeds of those."""
+    authored = pd.Series(panel.authors).value_counts()
+    solved = dict(zip(panel.solvers, panel.peer.sum(axis=0).tolist(), strict=True))
+    seeds: dict[str, float] = {}
+    if panel.n_seeds is not None:
+        for j, m in enumerate(panel.solvers):
+            vals = panel.n_seeds[panel.peer[:, j], j]
+            seeds[m] = float(np.nanmin(vals)) if vals.size and not np.isnan(vals).all() else float("nan")
+    return {"author_n_envs": [int(authored.get(m, 0)) for m in models],
+            "solver_n_envs": [int(solved.get(m, 0)) for m in models],
+            "solver_min_seeds": [seeds.get(m, float("nan")) for m in models]}
+
+
+def _withhold_uncalibrated(df: pd.DataFrame, n_min: int) -> None:
+    """NULL the bootstrap intervals below the sizes at which they were measured calibrated, each with a
+    ``<figure>_interval_reason`` (added columns); ``design_score`` (uncorrected, biased by seed noise) always."""
+    plural = "s" * (n_min != 1)
+    for fig in BOOTSTRAP_SCORES:
+        if f"{fig}_lower" not in df:
+            continue
+        t = f"; the t interval {fig}_ci_lower/upper is the calibrated one" if f"{fig}_ci_lower" in df else ""
+        if fig == "design_score":
+            reason = ("biased by seed noise (its interval covered 0.00-0.21 of its noise-free value): see "
+                      "design_score_corrected and design_score_corrected_ci_lower/upper")
+        elif n_min < BOOT_MIN_ENVS:
+            reason = (f"insufficient data: an author has {n_min} environment{plural} (the bootstrap interval needs "
+                      f"at least {BOOT_MIN_ENVS} per author to reach nominal coverage{t})")
+        else:
+            reason = None
+        if reason:
+            df[[f"{fig}_lower", f"{fig}_upper"]] = np.nan
+        df[f"{fig}_interval_reason"] = [reason if not pd.isna(x) else "no estimate" for x in df[fig]] if reason \
+            else [None if not pd.isna(x) else "no estimate" for x in df[fig]]
+    for key in ("solver", "author"):
+        if f"{key}_rank_lower" not in df:
+            continue
+        reason = (f"insufficient data: an author has {n_min} environment{plural} (the rank interval needs at "
+                  f"least {RANK_MIN_ENVS} per author to reach nominal coverage)") if n_min < RANK_MIN_ENVS else None
+        if reason:
+            df[[f"{key}_rank_lower", f"{key}_rank_upper"]] = np.nan
+        df[f"{key}_rank_interval_reason"] = [reason if not pd.isna(x) else "no rank"
+                                             for x in df[f"{key}_rank"]] if reason else \
+            [None if not pd.isna(x) else "no rank" for x in df[f"{key}_rank"]]
 
 
 def _min_envs(panel: Panel, models: list[str]) -> int:
@@ -259,14 +318,15 @@ def _skill_tau(df: pd.DataFrame, skill_rank: dict[str, int] | None) -> float:
 def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
                      bt_prior: float = 0.5, n_perm: int = 10000, alpha: float = ALPHA,
                      skill_rank: dict[str, int] | None = None, round_: int = DEFAULT_ROUND,
-                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     withhold_uncalibrated: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-model leaderboard (``rankings``) and one-row summary (``rankings_summary``) of round ``round_``.
 
     ``stats`` and ``duels`` are restricted to rows of that round when they carry a ``round`` column (the dbt
     marts do); without one they are taken to be that round already.
 
     ``skill_rank`` (documented order of simulated models, 1 = strongest) adds the Kendall tau between it and
-    the solver ranking to the summary.
+    the solver ranking to the summary. ``withhold_uncalibrated=False`` keeps every bootstrap interval (for the
+    calibration benchmarks that measure them; the product never passes it).
     """
     stats, duels = of_round(stats, round_), of_round(duels, round_)
     if len(duels):  # the mart's row order is not deterministic; the duel bootstrap draws rows by position
@@ -282,6 +342,9 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     bt_cols, tour = tournament_columns(panel.lift, panel.authors, panel.solvers, duels, models, weights, bt_prior,
                                        alpha)
     late_bt = {c: bt_cols.pop(c) for c in ("bt_strength_reason", "bt_rank_lower", "bt_rank_upper")}
+    tour_names = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", []))) if len(duels) else []
+    pop_cols, pop = population_columns(panel.lift, panel.authors, panel.solvers, tour_names, models, bt_prior, alpha)
+    late_bt.update(pop_cols)
     bt_cols["bt_rank"] = rank_desc(bt_cols["bt_strength"])
     for name, values in {**bt_cols, **_duel_record(duels, models)}.items():
         df[name] = values
@@ -304,7 +367,11 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     df["round"] = round_  # older columns keep their places: later ones are appended after it
     for name, values in late_bt.items():
         df[name] = values
-    later = {k: v for k, v in tour.items() if k not in summary.columns}
+    if withhold_uncalibrated:
+        _withhold_uncalibrated(df, _min_envs(panel, sorted(set(panel.authors))))
+    for name, values in _sample_sizes(panel, list(df["model"])).items():
+        df[name] = values
+    later = {k: v for k, v in {**tour, **pop}.items() if k not in summary.columns}
     ranked = df.dropna(subset=["solver_rank", "author_rank"])["model"].tolist()
     role_envs = _min_envs(panel, ranked)
     role = _role_interval_reason(len(ranked), role_envs)

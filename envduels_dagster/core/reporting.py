@@ -80,6 +80,17 @@ def transitivity_markdown(s) -> str:
     method = (f"\n\nIntervals: {s.tournament_interval_method}; {int(boot)} replicates; the fewest "
               f"environments of an author: {int(s.tournament_min_envs_per_author)}. Duels: "
               f"{s.tournament_decision_control}.") if boot is not None else ""
+    population = ""
+    if getattr(s, "population_decision_control", None) is not None:
+        reason = getattr(s, "population_interval_reason", None)
+        population = (f"\n\n**Bounds on the infinite-environment tournament** (every duel decided by the sign of "
+                      f"its population lift difference; {s.population_decision_control}; "
+                      f"{int(s.population_undecided_pairs)} of {int(s.n_duels)} duels undetermined): "
+                      + (f"no bounds: {reason}" if isinstance(reason, str) else
+                         f"zeta in [{fmt(s.kendall_zeta_population_lower)}, {fmt(s.kendall_zeta_population_upper)}],"
+                         f" cyclic triads in [{fmt(s.cyclic_triads_population_lower)}, "
+                         f"{fmt(s.cyclic_triads_population_upper)}]; per model: bt_strength_population_lower/upper "
+                         "and bt_rank_population_lower/upper of table rankings"))
     separated = ("\n* Bradley-Terry: a model or group never dropped a point to the rest (separated): its "
                  "strength is set by the prior") if getattr(s, "bt_separated", None) is True else ""
     return (
@@ -88,7 +99,7 @@ def transitivity_markdown(s) -> str:
         f"* cyclic triads c = {fmt(s.cyclic_triads)}{_interval(s, 'cyclic_triads')} of at most "
         f"{fmt(s.cyclic_triads_max)}\n"
         f"* Kendall's zeta = 1 - c/c_max = {fmt(s.kendall_zeta)}{_interval(s, 'kendall_zeta')} "
-        f"(1 = perfectly transitive){separated}\n\n"
+        f"(1 = perfectly transitive){separated}{population}\n\n"
         f"**Role separation** (solver rank vs author rank, {int(s.role_n_models)} models)\n\n"
         f"* Spearman rho = {fmt(s.role_rho)}{_interval(s, 'role_rho')}, "
         f"permutation p = {fmt(s.role_p_value, 3)} ({int(s.role_n_permutations)} permutations)\n"

@@ -83,7 +83,20 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
     pairs += [(s, f"{s}_ci_lower", f"{s}_ci_upper") for s in scores if f"{s}_ci_lower" in table]
     pairs += [(f"{s}_rank", f"{s}_rank_lower", f"{s}_rank_upper") for s in ("solver", "author", "bt")
               if f"{s}_rank_lower" in table]
+    pairs += [(s, f"{s}_population_lower", f"{s}_population_upper") for s in ("bt_strength", "bt_rank")
+              if f"{s}_population_lower" in table]
     out["intervals_ordered"] = interval_problems(table, "model", pairs)
+    for c in ("bt_rank_population_lower", "bt_rank_population_upper"):
+        if c in table:
+            out["ranks_within_1_to_n"] += range_problems(table, "model", c, 1, max(n, 1))
+    for s in ("bt_strength", "bt_rank"):  # the mart's tournament is one completion of the sign set: inside
+        lo_c, hi_c = f"{s}_population_lower", f"{s}_population_upper"
+        if lo_c in table:
+            x, bound_lo, bound_hi = _num(table, s), _num(table, lo_c), _num(table, hi_c)
+            bad = ~np.isnan(bound_lo) & ((x < bound_lo - 1e-6) | (x > bound_hi + 1e-6))
+            if bad.any():
+                out["intervals_ordered"].append(f"{s} outside its population bounds: "
+                                                + _examples(table, bad, "model", [s, lo_c, hi_c]))
     if "bt_strength_reason" in table:  # the environment-level BT interval: shown, or withheld with a reason
         out["no_nan_published"] += _claimed_problems(table, "model", "bt_strength", "bt_strength_reason")
     for s in ("solver_score", "bt_strength"):  # every model solves and duels: these are always published
@@ -96,6 +109,9 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
             if bad.any():
                 out["no_nan_published"].append(f"{s} and {r} are both set or both NULL: "
                                                + _examples(table, bad, "model", [s, r]))
+    for s in [*scores, "solver_rank", "author_rank"]:  # a bootstrap interval: shown, or withheld with a reason
+        if f"{s}_interval_reason" in table:
+            out["no_nan_published"] += _claimed_problems(table, "model", s, f"{s}_interval_reason")
     for s in scores:  # a withheld t interval says why
         if f"{s}_ci_reason" in table:
             bad = np.isnan(_num(table, f"{s}_ci_lower")) & table[f"{s}_ci_reason"].isna().to_numpy()
@@ -103,6 +119,16 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
             if bad.any():
                 out["no_nan_published"].append(f"{s}_ci withheld without a reason: "
                                                + _examples(table, bad, "model", [s]))
+    for c in ("author_n_envs", "solver_n_envs"):  # the per-model samples behind its figures
+        if c not in table:
+            out["sample_sizes_reported"].append(f"column {c} is missing")
+        else:
+            out["sample_sizes_reported"] += range_problems(table, "model", c, 0, np.inf, allow_nan=False)
+    if "author_n_envs" in table and "author_score" in table:
+        bad = ~np.isnan(_num(table, "author_score")) & (_num(table, "author_n_envs") < 1)
+        if bad.any():
+            out["sample_sizes_reported"].append("an author score over no environment: "
+                                                + _examples(table, bad, "model", ["author_score", "author_n_envs"]))
     if len(summary) != 1:
         out["sample_sizes_reported"].append(f"rankings_summary has {len(summary)} rows (expected 1)")
         return out
@@ -121,6 +147,24 @@ def rankings_problems(table: pd.DataFrame, summary: pd.DataFrame) -> dict[str, l
                       ("role_rho", "role_rho_reason")):
         if reason in one:
             out["no_nan_published"] += _claimed_problems(one, "row", f, reason)
+    if "population_interval_reason" in one:  # the population bounds: shown, or withheld with a reason
+        pop = [(f, f"{f}_population_lower", f"{f}_population_upper") for f in ("kendall_zeta", "cyclic_triads")
+               if f"{f}_population_lower" in one]
+        out["intervals_ordered"] += interval_problems(one, "row", pop)
+        withheld = not pd.isna(s.get("population_interval_reason"))
+        for f, lo_c, _ in pop:
+            shown, estimated = not pd.isna(s.get(lo_c)), not pd.isna(s.get(f))
+            if shown == withheld or (estimated and not withheld and not shown):
+                out["no_nan_published"].append(
+                    f"{lo_c} = {s.get(lo_c)} with population_interval_reason = {s.get('population_interval_reason')}"
+                    " (bounds are set exactly when no reason withholds them)")
+        rows = ~np.isnan(_num(table, "bt_strength"))
+        if "bt_strength_population_lower" in table and rows.any():
+            pop_lo = _num(table, "bt_strength_population_lower")[rows]
+            if (np.isnan(pop_lo).any() and not withheld) or ((~np.isnan(pop_lo)).any() and withheld):
+                out["no_nan_published"].append(
+                    "bt_strength_population bounds disagree with population_interval_reason = "
+                    f"{s.get('population_interval_reason')}: {int(np.isnan(pop_lo).sum())} of {int(rows.sum())} NULL")
     for f, lo, hi in (("kendall_zeta", 0, 1), ("role_rho", -1, 1)):
         for c in (f, f"{f}_lower", f"{f}_upper"):
             if c in one:
@@ -169,6 +213,8 @@ def authoring_progress_problems(table: pd.DataFrame) -> dict[str, list[str]]:
                                                               f"{k}_change_upper") for k in ("design", "hint")]),
            "no_nan_published": [], "sample_sizes_reported": []}
     for k in ("design", "hint"):
+        if f"{k}_change_reason" in t:  # the t interval over lineage pairs: shown, or withheld with a reason
+            out["no_nan_published"] += _claimed_problems(t, "row", f"{k}_change", f"{k}_change_reason")
         out["no_nan_published"] += range_problems(t, "row", f"{k}_change", -1, 1)
         bad = (_num(t, "n_pairs") > 0) & np.isnan(_num(t, f"{k}_change"))
         if bad.any():
@@ -218,4 +264,65 @@ def skill_change_problems(figures: dict) -> dict[str, list[str]]:
         out["no_nan_published"] += range_problems(row, "row", f"skill_vs_{k}_change_p", 0, 1)
     for c in ("skill_vs_change_n_authors", "skill_vs_change_n_pairs", "skill_vs_change_n_boot"):
         out["sample_sizes_reported"] += range_problems(row, "row", c, 0, np.inf, allow_nan=False)
+    return out
+
+
+def _figure(figures: dict, key: str) -> float:
+    v = figures.get(key)
+    try:
+        return float("nan") if v is None or v == "" else float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def progress_figure_problems(figures: dict | None, table: pd.DataFrame) -> dict[str, list[str]]:
+    """The skill -> improvement figures ``authoring_progress`` published as metadata, against its table:
+    the rules of :func:`skill_change_problems`, and rho / p equal to what ``skill_vs_change`` gives on the table
+    (a figure that disagrees with the table it describes is stale or wrong)."""
+    from envduels_dagster.core.progress import skill_vs_change
+
+    out: dict[str, list[str]] = {"intervals_ordered": [], "no_nan_published": [], "sample_sizes_reported": []}
+    if figures is None:
+        out["sample_sizes_reported"].append("no materialization metadata: the skill -> improvement figures "
+                                            "cannot be checked (materialize authoring_progress)")
+        return out
+    for name, problems in skill_change_problems(figures).items():
+        out[name] += problems
+    for key, value in (skill_vs_change(table).items() if "round" in table else []):  # round 1, as the asset
+        shown = _figure(figures, key)
+        if not (math.isnan(shown) and math.isnan(value)) and not abs(shown - value) <= 1e-9:
+            out["no_nan_published"].append(f"metadata {key} = {figures.get(key)} but the table gives {value:.6g}")
+    return out
+
+
+def learning_figure_problems(figures: dict | None, table: pd.DataFrame) -> dict[str, list[str]]:
+    """The lift -> learning figures ``lift_learning`` published as metadata (``learning_study.correlation_summary``):
+    rho in [-1, 1] and p in (0, 1] or withheld with a reason, sizes set and equal to the table's trained rows."""
+    out: dict[str, list[str]] = {"no_nan_published": [], "sample_sizes_reported": []}
+    if figures is None:
+        out["sample_sizes_reported"].append("no materialization metadata: the lift -> learning figures cannot be "
+                                            "checked (materialize lift_learning)")
+        return out
+    n = _figure(figures, "n_pairs")
+    rho, p = _figure(figures, "spearman_lift_vs_gain"), _figure(figures, "permutation_p")
+    reason = figures.get("permutation_p_reason") or None
+    if not math.isnan(rho) and not -1 - TOL <= rho <= 1 + TOL:
+        out["no_nan_published"].append(f"spearman_lift_vs_gain = {rho} (expected in [-1, 1])")
+    if math.isnan(rho) and not math.isnan(n) and n >= 3:
+        out["no_nan_published"].append(f"spearman_lift_vs_gain is NaN over {int(n)} rows")
+    if not math.isnan(p) and not 0 < p <= 1:
+        out["no_nan_published"].append(f"permutation_p = {p} (expected in (0, 1])")
+    if math.isnan(p) and reason is None:
+        out["no_nan_published"].append("permutation_p is NaN without permutation_p_reason")
+    if not math.isnan(p) and reason is not None:
+        out["no_nan_published"].append(f"permutation_p = {p} is set although permutation_p_reason withholds it")
+    for key in ("n_pairs", "n_learners", "n_authors"):
+        v = _figure(figures, key)
+        if math.isnan(v) or v < 0:
+            out["sample_sizes_reported"].append(f"{key} = {figures.get(key)} (expected a count >= 0)")
+    trained = table.dropna(subset=["lift", "gain"]) if {"lift", "gain"} <= set(table.columns) else table
+    trained = trained[_num(trained, "n_train_envs") > 0]
+    if not math.isnan(n) and int(n) != len(trained):
+        out["sample_sizes_reported"].append(f"n_pairs = {int(n)} but the table has {len(trained)} rows that trained "
+                                            "and have a lift")
     return out

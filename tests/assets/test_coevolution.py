@@ -15,10 +15,9 @@ from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.assets.rounds.assets import round_assets
 from envduels_dagster.core.coevolution import REDACTED, build_digest_messages
-from envduels_dagster.core.progress import progress_table
+from envduels_dagster.core.progress import paired_change, progress_table
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.stats import discrimination, spearman_with_permutation
-from envduels_dagster.core.stats import paired_bootstrap as paired_change
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
 pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
@@ -103,8 +102,10 @@ def test_digest_is_bounded_and_never_carries_another_authors_hint():
 def test_score_helpers_on_hand_computed_cases():
     assert discrimination([1.0, 0.0, 1.0, 0.0]) == pytest.approx(1.0)  # split panel: |1-0| x 4 pairs / floor(16/4)
     assert discrimination([0.5, 0.5, 0.5]) == 0.0
-    est, lo, hi = paired_change(np.array([0.2, 0.2, 0.2]))
-    assert est == pytest.approx(0.2) and lo == pytest.approx(0.2) and hi == pytest.approx(0.2)
+    est, lo, hi, reason = paired_change(np.array([0.2, 0.2, 0.2]), (-1.0, 1.0))  # no spread: no interval
+    assert est == pytest.approx(0.2) and np.isnan(lo) and np.isnan(hi) and reason.startswith("insufficient data")
+    est, lo, hi, reason = paired_change(np.array([0.1, 0.2, 0.3]), (-1.0, 1.0))  # t on 2 df: 0.2 +- 4.303 * 0.0577
+    assert (est, lo, hi) == pytest.approx((0.2, 0.2 - 0.2484, 0.2 + 0.2484), abs=1e-4) and reason is None
     rho, p = spearman_with_permutation(np.array([1.0, 2, 3, 4, 5]), np.array([2.0, 4, 6, 8, 10]), n_perm=2000)
     assert rho == pytest.approx(1.0) and p < 0.05
     empty = pd.DataFrame({"x": []}, dtype=object)["x"].to_numpy()  # no hardening round: nothing to correlate
@@ -117,8 +118,8 @@ def test_progress_table_pairs_children_with_parents(two_rounds):
         envs, episodes = conn.execute("SELECT * FROM environments").df(), conn.execute("SELECT * FROM episodes").df()
     table = progress_table(envs, episodes)
     assert set(table["author"]) <= set(MODELS) and (table["round"] == 1).all()
-    for row in table.itertuples():
-        assert row.design_change_lower <= row.design_change <= row.design_change_upper
+    for row in table.itertuples():  # a t interval over the author's lineage pairs, or NULL with the reason
+        assert (row.design_change_lower <= row.design_change_upper) or isinstance(row.design_change_reason, str)
         assert row.hint_change == pytest.approx(row.hint_after - row.hint_before)
 
 

@@ -194,3 +194,37 @@ def test_every_table_asset_reports_dagster_standard_table_metadata(pipeline):
             rows_by_table[name] = rows_by_table.get(name, 0) + md["dagster/row_count"].value
     for name, n in rows_by_table.items():
         assert query(db, f"SELECT count(*) FROM {name}")[0][0] == n, name
+
+
+def test_lift_learning_checks_read_the_published_figures(pipeline):
+    """The lift -> learning figures are metadata, not a table: its result checks read the latest materialization.
+    They pass on the clean run; after a trained row is dropped from the table, a check-only run flags the
+    published n_pairs as disagreeing with it (and the table is restored)."""
+    from envduels_dagster.assets.checking.results import make_result_checks
+
+    instance, resources, _ = pipeline
+    evaluations = [r.dagster_event.event_specific_data for run in instance.get_runs()
+                   for r in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)]
+    clean = {e.check_name: e.passed for e in evaluations if e.asset_key == dg.AssetKey("lift_learning")}
+    assert clean == {"no_nan_published": True, "sample_sizes_reported": True}, clean
+    checks = make_result_checks("lift_learning")
+    job = dg.define_asset_job("lift_learning_checks", selection=dg.AssetSelection.checks(checks))
+    defs = dg.Definitions(assets=[], asset_checks=[checks], jobs=[job], resources=resources)
+    warehouse = resources["warehouse"]
+    with warehouse.get_connection() as conn:
+        conn.execute("CREATE TABLE lift_learning_kept AS SELECT * FROM lift_learning")
+        dropped = conn.execute("SELECT learner, author FROM lift_learning WHERE n_train_envs > 0 AND lift IS NOT NULL "
+                               "AND gain IS NOT NULL LIMIT 1").fetchone()
+        assert dropped is not None
+        conn.execute("DELETE FROM lift_learning WHERE learner = ? AND author = ?", list(dropped))
+    try:
+        result = defs.resolve_job_def("lift_learning_checks").execute_in_process(instance=instance,
+                                                                                  raise_on_error=False)
+        verdicts = {e.check_name: e for e in result.get_asset_check_evaluations()}
+        assert not verdicts["sample_sizes_reported"].passed and verdicts["no_nan_published"].passed
+        assert "but the table has" in verdicts["sample_sizes_reported"].description
+    finally:
+        with warehouse.get_connection() as conn:
+            conn.execute("DELETE FROM lift_learning")
+            conn.execute("INSERT INTO lift_learning SELECT * FROM lift_learning_kept")
+            conn.execute("DROP TABLE lift_learning_kept")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 from dagster_duckdb import DuckDBResource
@@ -83,8 +84,11 @@ def test_known_costs_and_outcomes_give_the_expected_per_dollar_figures_and_the_c
     assert t.loc["cheap", "rank"] == 1 and t.loc["pricey", "rank"] == 2
     assert t.loc["cheap", "rank_basis"] == "per_usd"
     assert t.loc["cheap", "p_best"] > 0.95 and t.loc["cheap", "rank_upper"] == 1
-    for fig in ("per_env", "per_usd", "per_kcall"):
-        assert (table[f"{fig}_lower"] <= table[fig]).all() and (table[fig] <= table[f"{fig}_upper"]).all()
+    ranked = table[table["status"] == RANKED]
+    for fig in ("per_env", "per_usd", "per_kcall"):  # ranked authors (4 and 5 slots) get intervals; the learner's
+        assert (ranked[f"{fig}_lower"] < ranked[f"{fig}_upper"]).all()  # own 2 environments (below 4) none
+        assert pd.isna(t.loc[LEARNER, f"{fig}_lower"]) and t.loc[LEARNER, fig] == pytest.approx(
+            0.9 * (1000 if fig == "per_kcall" else 1) / (0.001 if fig == "per_usd" else 1))
     assert t.loc["cheap", "per_usd_lower"] < 56.0 < t.loc["cheap", "per_usd_upper"]
     # the learner's own environments are reported, not ranked; its evaluation calls are apart
     assert t.loc[LEARNER, "status"] == SELF and pd.isna(t.loc[LEARNER, "rank"])
@@ -183,7 +187,9 @@ def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehou
 @pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 @pytest.mark.parametrize("corrupt, failing", [
     ("UPDATE author_value SET rank = 7 WHERE author = 'pricey'", "ranks_within_range"),
-    ("UPDATE author_value SET per_usd_lower = per_usd + 1 WHERE author = 'cheap'", "intervals_ordered"),
+    ("UPDATE author_value SET per_usd_lower = per_usd_upper + 1 WHERE author = 'cheap'", "intervals_ordered"),
+    ("UPDATE author_value SET per_env_upper = NULL WHERE author = 'cheap'", "intervals_ordered"),
+    ("UPDATE author_value SET rank_lower = rank_upper + 1 WHERE author = 'cheap'", "ranks_within_range"),
     ("UPDATE author_value SET author_cost_usd = -1 WHERE author = 'cheap'", "costs_non_negative"),
     ("UPDATE author_value SET priced = FALSE, price_note = 'no price' WHERE author = 'cheap'", "costs_non_negative"),
     ("DELETE FROM author_value WHERE author = 'pricey'", "every_author_present"),
@@ -272,3 +278,14 @@ def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
     assert child.parent_env_id == "a.r0.0" and child.author_meta.get("keep")
     assert (child.author_calls, child.author_prompt_tokens, child.author_completion_tokens) == (1, 100, 10)
     assert child.author_cost_usd == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6)
+
+
+def test_intervals_are_plain_percentiles_not_widened_to_hold_the_estimate():
+    """An estimate outside its replicates' 95% range stays outside: the interval is not forced around it."""
+    from envduels_dagster.core.author_value import _interval
+
+    replicates = np.linspace(0.2, 0.4, 1001)
+    lo, hi = _interval(replicates, estimate=0.9)
+    assert (lo, hi) == pytest.approx((0.205, 0.395)) and not lo <= 0.9 <= hi
+    assert all(np.isnan(_interval(replicates, estimate=float("nan"))))
+    assert all(np.isnan(_interval(np.array([np.nan, np.inf]), estimate=0.3)))

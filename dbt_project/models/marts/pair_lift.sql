@@ -4,8 +4,8 @@
 -- core/stats/intervals.py; coverage 0.94-0.98 at 3-30 environments, docs/STATISTICS.md), NULL with lift_ci_reason
 -- below var min_envs_for_interval environments or when the environments do not vary. Every reader (checks, lift
 -- grid, rankings metadata) uses it. lift_boot_lower / lift_boot_upper are the percentile cluster bootstrap, kept
--- as a DIAGNOSTIC only (it covers 0.72 at 3 environments: too narrow below ~12); a pair without any bootstrap
--- replicate falls back to its point estimate there. Rounds never pool (env_solver_stats); consumers pick theirs
+-- as a DIAGNOSTIC only (it covers 0.72 at 3 environments: too narrow below ~12); plain percentiles (until
+-- 1 Dec 2026 widened to hold the lift, and a pair with one environment got a zero-width one: now NULL). Rounds never pool (env_solver_stats); consumers pick theirs
 -- (round 0 = the benchmark).
 {% set alpha = var('bootstrap_alpha') | float %}
 
@@ -50,8 +50,8 @@ select p.round::integer as round,
        p.p_cold::double as p_cold,
        p.p_hint::double as p_hint,
        p.lift::double as lift,
-       least(coalesce(b.q_lower, p.lift), p.lift)::double as lift_boot_lower,
-       greatest(coalesce(b.q_upper, p.lift), p.lift)::double as lift_boot_upper,
+       (case when p.n_envs >= 2 then b.q_lower end)::double as lift_boot_lower,  -- plain percentiles; none on
+       (case when p.n_envs >= 2 then b.q_upper end)::double as lift_boot_upper,  -- one environment
        (case when {{ interval_reason('p.n_envs', 'p.lift_se') }} is null
              then greatest(p.lift - {{ t_critical('p.n_envs - 1') }} * p.lift_se, -1) end)::double as lift_ci_lower,
        (case when {{ interval_reason('p.n_envs', 'p.lift_se') }} is null

@@ -4,6 +4,8 @@
 Why: these tables reach the UI and the paper's figures, and they had no checks. The rules live in
 ``core/result_checks.py`` (tested on bad tables); here each check reads its table and reports the
 problems. Not blocking: no asset downstream consumes these tables, but a failure is an ERROR in the UI.
+``authoring_progress`` and ``lift_learning`` publish their headline figures (skill -> improvement, lift ->
+learning) as metadata, not tables: their checks also read the latest materialization's metadata.
 ``rankings`` is also published for other teams (``consumer.RANKINGS``): its checks are the publish step
 of its snapshot, which readers see only once all of them passed (``assets.shared.publish_if_passed``).
 """
@@ -32,8 +34,21 @@ NAMES = {
 }
 
 
-def results_for(asset: str, conn) -> list[dg.AssetCheckResult]:
-    """Evaluate the checks of ``asset`` on the warehouse behind ``conn`` (a missing table fails them all)."""
+#: Result assets that also publish figures as metadata (read from their latest materialization and checked).
+FIGURES = {"authoring_progress", "lift_learning"}
+
+
+def latest_figures(instance: dg.DagsterInstance, asset: str) -> dict | None:
+    """The metadata values of ``asset``'s latest materialization (None when it has none)."""
+    event = instance.get_latest_materialization_event(dg.AssetKey(asset))
+    if event is None or event.asset_materialization is None:
+        return None
+    return {k: v.value for k, v in event.asset_materialization.metadata.items()}
+
+
+def results_for(asset: str, conn, figures: dict | None = None) -> list[dg.AssetCheckResult]:
+    """Evaluate the checks of ``asset`` on the warehouse behind ``conn`` (a missing table fails them all); for
+    the assets in FIGURES also on the figures its latest materialization published (``figures``)."""
     from envduels_dagster.core import result_checks as rc
 
     cat = Catalog(conn)
@@ -50,6 +65,11 @@ def results_for(asset: str, conn) -> list[dg.AssetCheckResult]:
         "rankings": rc.rankings_problems, "design_convergence": rc.design_convergence_problems,
         "authoring_progress": rc.authoring_progress_problems, "lift_learning": rc.lift_learning_problems}
     problems = judges[asset](*frames)
+    if asset in FIGURES:
+        extra = {"authoring_progress": rc.progress_figure_problems,
+                 "lift_learning": rc.learning_figure_problems}[asset](figures, frames[0])
+        for name, found in extra.items():
+            problems[name] = [*problems[name], *found]
     return [dg.AssetCheckResult(asset_key=key, check_name=c, passed=not problems[c],
                                 severity=dg.AssetCheckSeverity.ERROR,
                                 description="; ".join(problems[c])[:2000] or "ok",
@@ -77,10 +97,14 @@ def make_result_checks(asset: str) -> dg.AssetChecksDefinition:
 
         return _published_checks
 
+    if asset in FIGURES:
+        description += " Also the figures its latest materialization published as metadata (core/result_checks.py)."
+
     @dg.multi_asset_check(specs=specs, name=f"{asset}_result_checks", description=description)
-    def _checks(warehouse: DuckDBResource):
+    def _checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource):
+        figures = latest_figures(context.instance, asset) if asset in FIGURES else None
         with warehouse.get_connection() as conn:
-            results = results_for(asset, conn)
+            results = results_for(asset, conn, figures)
         yield from results
 
     return _checks

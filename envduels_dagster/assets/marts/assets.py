@@ -45,10 +45,13 @@ class ConvergenceConfig(dg.Config):
 
 
 def leaderboard_table(table) -> dg.TableMetadataValue:
-    cols = [("model", "string"), ("solver_rank", "float"), ("solver_score", "float"), ("solver_score_lower", "float"),
-            ("solver_score_upper", "float"), ("author_rank", "float"), ("author_score", "float"),
-            ("author_score_lower", "float"), ("author_score_upper", "float"), ("design_score", "float"),
+    # the calibrated intervals: the scores' t intervals (the bootstrap ones are NULL below 30 environments per
+    # author), and the population bounds of the Bradley-Terry strengths beside the design's bootstrap interval
+    cols = [("model", "string"), ("solver_rank", "float"), ("solver_score", "float"), ("solver_score_ci_lower", "float"),
+            ("solver_score_ci_upper", "float"), ("author_rank", "float"), ("author_score", "float"),
+            ("author_score_ci_lower", "float"), ("author_score_ci_upper", "float"), ("design_score_corrected", "float"),
             ("bt_strength", "float"), ("bt_strength_lower", "float"), ("bt_strength_upper", "float"),
+            ("bt_strength_population_lower", "float"), ("bt_strength_population_upper", "float"),
             ("duel_record", "string")]
     records = []
     for r in table.to_dict("records"):
@@ -64,11 +67,13 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
 
 @dg.asset(
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"}, code_version="1", io_manager_key=PUBLISHED_IO_MANAGER_KEY,
+    tags={"layer": "analysis"}, code_version="2", io_manager_key=PUBLISHED_IO_MANAGER_KEY,
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
                 "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
                 "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "
-                "by the duels mart's Welch rule per replicate; withheld with a reason below the stated minimum), and "
+                "by the duels mart's Welch rule per replicate; withheld with a reason below the stated minimum) and "
+                "bounds on the infinite-environment tournament (a simultaneous sign set over the duels, Bonferroni; "
+                "`*_population_lower/upper`), and "
                 "role separation (solver rank vs author rank, permutation p-value); the metadata's author x solver "
                 "lift grid decides \"lift > 0\" per pair by a one-sided t test over environments under Holm's "
                 "control (named in the metadata). Tables `rankings` (one row per model) and `rankings_summary` (one row). "
@@ -123,6 +128,8 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         "n_boot": config.n_boot,
         "tournament_interval": (s.bt_interval_reason if isinstance(s.bt_interval_reason, str)
                                 else s.tournament_interval_method),
+        "population_bounds": (s.population_interval_reason if isinstance(s.population_interval_reason, str)
+                              else s.population_decision_control),
     }
     if s.bt_separated is not None:
         metadata["bt_separated"] = bool(s.bt_separated)

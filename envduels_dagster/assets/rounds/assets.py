@@ -91,9 +91,10 @@ def round_assets(first_pairs: dg.AssetsDefinition, rounds: int) -> list[dg.Asset
 
 @dg.asset(
     deps=["duel_episodes"], group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "mart"}, code_version="2",
+    tags={"layer": "mart"}, code_version="3",
     description="Per author and hardening round: change in design score (peer discrimination) and hint score "
-                "(peer lift) from each environment to its hardened child, with bootstrap 95% intervals, and the "
+                "(peer lift) from each environment to its hardened child, with 95% t intervals over lineage pairs (NULL "
+                "with a reason below 3 pairs or without spread), and the "
                 "rank correlation between an author's solver skill and its improvement.",
 )
 def authoring_progress(warehouse: DuckDBResource) -> dg.MaterializeResult:

@@ -23,9 +23,10 @@ from envduels_dagster.assets.value.assets import author_value
 
 ASSET = author_value.key
 CHECKS = {
-    "ranks_within_range": "Ranked authors have ranks 1..n (n = authors ranked) with rank_lower <= rank <= "
-                          "rank_upper; unranked ones (self-authored, insufficient data) have none.",
-    "intervals_ordered": "Every figure's interval holds its estimate: lower <= estimate <= upper.",
+    "ranks_within_range": "Ranked authors have ranks 1..n (n = authors ranked) with rank_lower <= rank_upper; "
+                          "unranked ones (self-authored, insufficient data) have none.",
+    "intervals_ordered": "Every figure's interval is ordered (lower <= upper), both bounds or neither, and never "
+                         "without its estimate.",
     "costs_non_negative": "Calls, tokens and costs are >= 0; an unpriced author has no dollar figure (never free).",
     "every_author_present": "Every author of `environments` has a row for this learner.",
 }
@@ -44,8 +45,11 @@ def load_frames(conn, learner: str) -> list[Frame]:
     n_ranked = int((df["status"] == "ranked").sum())
     for fig in FIGURES:
         est, lo, hi = df[fig], df[f"{fig}_lower"], df[f"{fig}_upper"]
-        df[f"{fig}_ordered"] = (est.isna() & lo.isna() & hi.isna()) | ((lo <= est) & (est <= hi))
-    df["rank_ordered"] = df["rank"].isna() | ((df["rank_lower"] <= df["rank"]) & (df["rank"] <= df["rank_upper"]))
+        # both bounds or neither, never a bound without its estimate, lower <= upper (a percentile interval
+        # need not hold its estimate: requiring it made the rule true only because the code used to force it)
+        df[f"{fig}_ordered"] = (lo.isna() & hi.isna()) | (est.notna() & (lo <= hi))
+    df["rank_ordered"] = (df["rank"].isna() & df["rank_lower"].isna() & df["rank_upper"].isna()) | (
+        df["rank"].notna() & (df["rank_lower"] <= df["rank_upper"]))
     df["unpriced_has_no_dollars"] = df["priced"] | (df["author_cost_usd"].isna() & df["per_usd"].isna())
     rules = [
         Rule("ranks_within_range", "ExpectColumnValuesToBeBetween",
@@ -57,9 +61,9 @@ def load_frames(conn, learner: str) -> list[Frame]:
         Rule("ranks_within_range", "ExpectColumnValuesToBeNull", {"column": "rank"},
              "self-authored and insufficient-data rows are not ranked", where=(("status", "!=", "ranked"),)),
         Rule("ranks_within_range", "ExpectColumnValuesToBeInSet", {"column": "rank_ordered", "value_set": [True]},
-             "rank_lower <= rank <= rank_upper"),
+             "rank_lower <= rank_upper, set exactly when ranked"),
         *[Rule("intervals_ordered", "ExpectColumnValuesToBeInSet", {"column": f"{fig}_ordered", "value_set": [True]},
-               f"{fig}_lower <= {fig} <= {fig}_upper") for fig in FIGURES],
+               f"{fig}_lower <= {fig}_upper, both or neither, with {fig} set") for fig in FIGURES],
         *[Rule("costs_non_negative", "ExpectColumnValuesToBeBetween", {"column": col, "min_value": 0},
                f"{col} >= 0") for col in ("author_calls", "author_tokens", "author_cost_usd", "eval_calls",
                                            "eval_cost_usd")],

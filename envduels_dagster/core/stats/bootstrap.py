@@ -27,20 +27,22 @@ def quiet_nan():
 
 def bootstrap_mean(values: np.ndarray, n_boot: int = 1000, alpha: float = ALPHA,
                    seed: int = 0) -> tuple[float, float, float]:
-    """Mean of independent units with a percentile interval (NaN units dropped; one unit: zero width).
+    """Mean of independent units with a plain percentile interval (NaN units dropped).
 
-    The interval is widened, if needed, to contain the estimate."""
+    One unit has no spread to resample: its interval is NaN (it used to be zero-width, a confident-looking
+    interval on nothing). The interval is not widened to contain the estimate (it used to be, which made
+    "the interval holds its estimate" true by construction)."""
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]
     if values.size == 0:
         return float("nan"), float("nan"), float("nan")
     estimate = float(values.mean())
     if values.size == 1:
-        return estimate, estimate, estimate
+        return estimate, float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     boots = values[rng.integers(0, values.size, size=(n_boot, values.size))].mean(axis=1)
     lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
-    return estimate, float(min(lo, estimate)), float(max(hi, estimate))
+    return estimate, float(lo), float(hi)
 
 
 def cluster_bootstrap_mean(values_by_cluster: list[np.ndarray], n_boot: int = 1000, alpha: float = ALPHA,
@@ -73,8 +75,11 @@ def stratified_cluster_weights(strata: np.ndarray, n_boot: int, seed: int = 0) -
 
 def percentile_interval(estimate: np.ndarray, replicates: np.ndarray, alpha: float = ALPHA
                         ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval over axis 0, widened if needed so that it contains the estimate."""
+    """Plain percentile interval over axis 0 (NaN where the estimate is NaN). Not widened to contain the
+    estimate: it used to be, which hid the percentile interval's bias and made "holds its estimate" true by
+    construction; coverage is measured instead (docs/STATISTICS.md)."""
     with np.errstate(invalid="ignore"), quiet_nan():
         lo = np.nanquantile(replicates, alpha / 2, axis=0)
         hi = np.nanquantile(replicates, 1 - alpha / 2, axis=0)
-    return np.fmin(lo, estimate), np.fmax(hi, estimate)
+    missing = np.isnan(np.asarray(estimate, dtype=float))
+    return np.where(missing, np.nan, lo), np.where(missing, np.nan, hi)

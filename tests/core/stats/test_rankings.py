@@ -122,8 +122,14 @@ def test_compute_rankings_orders_solvers_with_intervals():
     table, summary = rk.compute_rankings(stats, duels, n_boot=300, skill_rank={"s1": 1, "s2": 2, "s3": 3, "s4": 4})
     t = table.set_index("model")
     assert t["solver_rank"].tolist() == [1.0, 2.0, 3.0, 4.0]
-    for fig in ("solver_score", "author_score", "design_score", "solver_rank"):
-        assert (t[f"{fig}_lower"] <= t[fig] + 1e-12).all() and (t[fig] <= t[f"{fig}_upper"] + 1e-12).all()
+    # 6 environments per author: the bootstrap score intervals are withheld (calibrated from 30), the rank
+    # intervals shown (from 6), the uncorrected design score's never
+    for fig in ("solver_score", "author_score"):
+        assert t[f"{fig}_lower"].isna().all() and t[f"{fig}_upper"].isna().all()
+        assert t[f"{fig}_interval_reason"].str.startswith("insufficient data: an author has 6 environments").all()
+    assert t["design_score_interval_reason"].str.startswith("biased by seed noise").all()
+    assert t["solver_rank_interval_reason"].isna().all() and t["solver_rank_lower"].notna().all()
+    assert (t["solver_rank_lower"] <= t["solver_rank_upper"]).all() and t["solver_score_ci_lower"].notna().all()
     # These hand-made duels are not what the Welch rule decides on these stats: no environment-level interval.
     assert t["bt_strength_lower"].isna().all() and t["bt_strength_reason"].str.contains("disagrees").all()
     assert t.loc["s1", "bt_rank"] == 1.0 and t.loc["s1", "duel_wins"] == 3
@@ -279,7 +285,13 @@ def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistic
     bt_interval = ["bt_strength_lower", "bt_strength_upper"]
     before, before_summary = read("rankings"), read("rankings_summary")
     assert list(table.columns[:len(before.columns)]) == list(before.columns)  # columns only added, at the end
-    kept = [c for c in before.columns if c not in bt_interval]
+    # Since 1 Dec 2026 the bootstrap score and rank intervals are NULL below their calibrated sizes (this
+    # warehouse has 5 environments for its smallest author), each with its reason; every other figure is unchanged.
+    withheld = [f"{f}_{b}" for f in (*rk.BOOTSTRAP_SCORES, "solver_rank", "author_rank") for b in ("lower", "upper")
+                if f"{f}_{b}" in before.columns]
+    assert table[withheld].isna().all().all() and before[withheld].notna().any().any()
+    assert table["solver_score_interval_reason"].str.startswith("insufficient data: an author has 5").all()
+    kept = [c for c in before.columns if c not in bt_interval and c not in withheld]
     pd.testing.assert_frame_equal(table[kept], before[kept], check_dtype=False, rtol=1e-12, atol=1e-12)
     assert list(summary.columns[:len(before_summary.columns)]) == list(before_summary.columns)
     pd.testing.assert_frame_equal(summary[before_summary.columns], before_summary, check_dtype=False,
@@ -369,10 +381,43 @@ def test_leaderboard_t_columns_are_added_after_the_older_ones():
                                    n_boot=50, n_perm=100)
     cols = list(table.columns)
     assert set(table["round"]) == {0}  # round 0 by default
-    assert cols[cols.index("round") + 1:] == ["bt_strength_reason", "bt_rank_lower", "bt_rank_upper"]  # added after
+    assert cols[cols.index("round") + 1:] == ["bt_strength_reason", "bt_rank_lower", "bt_rank_upper",  # added after
+                                              "bt_strength_population_lower", "bt_strength_population_upper",
+                                              "bt_rank_population_lower", "bt_rank_population_upper",
+                                              *[f"{f}_interval_reason" for f in rk.BOOTSTRAP_SCORES],
+                                              "solver_rank_interval_reason", "author_rank_interval_reason",
+                                              "author_n_envs", "solver_n_envs", "solver_min_seeds"]
     tail = cols[cols.index("round") - 9:cols.index("round")]
     assert tail == [f"{f}_ci_{k}" for f in ("solver_score", "author_score", "design_score_corrected")
                     for k in ("lower", "upper", "reason")]
     shown = table["author_score_ci_reason"].isna()
     assert shown.all()  # 6 environments per author
     assert ((table["author_score_ci_lower"] < table["author_score"]) & (table["author_score"] < table["author_score_ci_upper"])).all()
+
+
+@pytest.mark.parametrize("envs,scores_shown,ranks_shown", [(3, False, False), (6, False, True), (30, True, True)])
+def test_bootstrap_intervals_are_published_only_from_their_calibrated_sizes(envs, scores_shown, ranks_shown):
+    """BOOT_MIN_ENVS (30) and RANK_MIN_ENVS (6): below them the bootstrap interval is NULL with its reason,
+    and the rankings checks pass either way (a NULL interval with a reason is not a problem)."""
+    from envduels_dagster.core.result_checks import rankings_problems
+
+    stats = panel_stats(np.random.default_rng(4), {"s1": 0.9, "s2": 0.6, "s3": 0.3}, envs_per_author=envs)
+    from envduels_dagster.core.rankings_tournament import duels_from_stats
+
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=100, n_perm=100)
+    for fig in ("solver_score", "solver_hinted", "author_score"):  # (no n_seeds here: no corrected design score)
+        assert table[f"{fig}_lower"].notna().all() == scores_shown, fig
+        assert table[f"{fig}_interval_reason"].isna().all() == scores_shown, fig
+    assert table["design_score_lower"].isna().all()  # biased: never
+    for key in ("solver", "author"):
+        assert table[f"{key}_rank_lower"].notna().all() == ranks_shown
+        assert table[f"{key}_rank_interval_reason"].isna().all() == ranks_shown
+    assert not any(rankings_problems(table, summary).values()), rankings_problems(table, summary)
+    # the samples beside the figures: 3 models x `envs` environments each, every peer solves the other two's
+    assert set(table["author_n_envs"]) == {envs} and set(table["solver_n_envs"]) == {2 * envs}
+    assert table["solver_min_seeds"].isna().all()  # these stats carry no n_seeds
+    assert rankings_problems(table.drop(columns="solver_n_envs"), summary)["sample_sizes_reported"] == [
+        "column solver_n_envs is missing"]
+    silent = table.assign(solver_score_interval_reason=None) if not scores_shown else \
+        table.assign(solver_score_lower=np.nan, solver_score_upper=np.nan)
+    assert any("solver_score interval" in p for p in rankings_problems(silent, summary)["no_nan_published"])

@@ -112,7 +112,8 @@ def test_training_candidates_pick_fails_cold_passes_hinted_from_other_authors():
 
 
 def test_cluster_bootstrap_degenerate_cases():
-    assert cluster_bootstrap_mean([np.array([0.5, 0.0])]) == (0.25, 0.25, 0.25)
+    est, lo, hi = cluster_bootstrap_mean([np.array([0.5, 0.0])])  # one cluster: no spread to resample
+    assert est == 0.25 and np.isnan(lo) and np.isnan(hi)  # no interval (it used to be zero-width)
     est, lo, hi = cluster_bootstrap_mean([np.array([1.0]), np.array([0.0])], n_boot=500)
     assert est == 0.5 and lo == 0.0 and hi == 1.0
     assert all(np.isnan(x) for x in cluster_bootstrap_mean([]))
