@@ -49,7 +49,7 @@ SCHEMA = {
         author VARCHAR, round INTEGER, n_pairs INTEGER, solver_skill DOUBLE, design_before DOUBLE,
         design_after DOUBLE, design_change DOUBLE, design_change_lower DOUBLE, design_change_upper DOUBLE,
         hint_before DOUBLE, hint_after DOUBLE, hint_change DOUBLE, hint_change_lower DOUBLE,
-        hint_change_upper DOUBLE""",
+        hint_change_upper DOUBLE, design_change_reason VARCHAR, hint_change_reason VARCHAR""",
     "lift_learning": """
         learner VARCHAR, author VARCHAR, lift DOUBLE, n_train_envs INTEGER, n_heldout_envs INTEGER,
         cold_before DOUBLE, cold_after DOUBLE, gain DOUBLE""",
