@@ -193,7 +193,7 @@ def test_skill_improvement_correlation_is_found_only_when_planted(control, hint_
 # -0.9 [-1.0, -0.5], -0.9 [-1.0, -0.41], -1.0 [-1.0, -0.7]. Five distinct hint levels were not robust (upper bound
 # up to 0.00 at 5 and at 8 environments; docs/STATISTICS.md, Controls). With a hardening round the same runs gave
 # skill -> hint change rho +0.9, +1.0, +0.7, +0.9 (p 0.017-0.23), the consequence of the hint levels under the
-# hardening rule; not tested here (+35-65 s of fixture), so skill -> improvement stays on the compute path
+# hardening rule; not tested here (+25-65 s of fixture), so skill -> improvement stays on the compute path
 # (test_skill_improvement_correlation_is_found_only_when_planted).
 
 
@@ -204,12 +204,13 @@ ENVS, PLANTED_ENVS, SEEDS = 5, 6, (0, 1, 2, 3)
 def control_pipelines(tmp_path_factory):
     """Both end-to-end controls at once: the planted one in a child process (tests/helpers/control_run.py: its
     own ENVDUELS_HOME, so nothing process-wide is shared), the negative one here meanwhile. Both are mostly CPU,
-    so on two shared cores the pair costs more than one: 108 s against 90 s (docs/BENCHMARKS.md)."""
+    so on two shared cores the pair costs more than one: 76 s against 66 s quiet, 108 s against 90 s at loadavg
+    2-5 (docs/BENCHMARKS.md)."""
     from tests.helpers.control_run import finish_control, run_control, start_control
 
     planted_tmp = tmp_path_factory.mktemp("planted_control")
     # Round 0 only, without the per-learner assets: its tests read the rankings. The hardening round would add the
-    # skill -> hint change (measured: rho +0.7..+1.0, p 0.017-0.23) at +35-65 s of fixture, so it is not run.
+    # skill -> hint change (measured: rho +0.7..+1.0, p 0.017-0.23) at +25-65 s of fixture, so it is not run.
     child = start_control(planted_tmp, "planted_control.yaml", PLANTED_ENVS, SEEDS, rounds=0, learners=False)
     try:
         with pytest.MonkeyPatch.context() as mp:
