@@ -39,7 +39,6 @@ from envduels_dagster.core.rankings_population import population_columns
 from envduels_dagster.core.rankings_tournament import tournament_columns
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
-from envduels_dagster.core.stats.intervals import MIN_ENVS
 from envduels_dagster.core.stats.multiple import HOLM, holm, welch_p_value
 from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
 
