@@ -10,7 +10,7 @@ because the demo is meant to show every figure with a visible effect (a positive
 
 To make each author parameter independent of solver skill, name a profile ``<solver>@<style>``:
 the solver knobs of ``<solver>``, the author knobs of ``<style>`` (another profile's name, or one of
-AUTHOR_STYLES). ``tests/registries/negative_control.yaml`` gives every model the ``neutral`` style:
+AUTHOR_STYLES). ``tests/registries/negative_control.yaml`` gives every model the ``neutral-clean`` style (neutral, sloppiness 0):
 authoring is then identical across models, so no role separation and no skill-improvement
 correlation exist to be found (tests/core/stats/test_controls.py).
 
@@ -103,8 +103,11 @@ _NEUTRAL = {"difficulty": 0.58, "hint_quality": 0.72, "sloppiness": 0.136,
 # ``hints-<level>``: neutral in every knob but hint_quality (the level) and sloppiness (0: every environment valid);
 # the pipeline-level positive control (tests/registries/planted_control.yaml) plants role separation with them.
 HINT_LEVELS = {"none": 0.0, "low": 0.25, "mid": 0.5, "high": 0.75, "all": 1.0}
+# ``neutral-clean``: neutral with sloppiness 0 (every environment valid): the negative control's style, so that every
+# author keeps all its environments and the role interval (5 environments an author at least) is published.
 AUTHOR_STYLES: dict[str, dict] = {
     "neutral": _NEUTRAL,
+    "neutral-clean": {**_NEUTRAL, "sloppiness": 0.0},
     **{f"hints-{level}": {**_NEUTRAL, "sloppiness": 0.0, "hint_quality": q}
        for level, q in HINT_LEVELS.items()},
 }
