@@ -28,7 +28,7 @@ QUALITY = np.array([0.0, 0.1, 0.2, 0.3])
 LIFT = 0.1  # author a's hints lift by LIFT + QUALITY[a]: calibration.DELTA + (LIFT - DELTA + QUALITY[a])
 
 
-def run(envs_list: list[int], groups: int, seeds: int, n_boot: int) -> pd.DataFrame:
+def run(envs_list: list[int], groups: int, seeds: int, n_boot: int, domains: int = 1) -> pd.DataFrame:
     import calibration as cal
 
     from envduels_dagster.core import rankings as rk
@@ -43,6 +43,9 @@ def run(envs_list: list[int], groups: int, seeds: int, n_boot: int) -> pd.DataFr
         for g in range(groups):
             episodes, _ = cal.tournament(rng, g, envs, seeds, hint_shift=LIFT - cal.DELTA + QUALITY)
             stats = env_solver_stats(episodes)
+            if domains > 1:  # each environment in one of `domains` domains at random (rates do not depend on it)
+                ids = sorted(stats["env_id"].unique())
+                stats["domain"] = stats["env_id"].map(dict(zip(ids, rng.integers(0, domains, len(ids)).astype(str))))
             stats["is_self_pair"] = stats["author"] == stats["solver"]
             table, _ = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=n_boot, seed=g, n_perm=100,
                                            withhold_uncalibrated=False)
@@ -54,6 +57,7 @@ def run(envs_list: list[int], groups: int, seeds: int, n_boot: int) -> pd.DataFr
             truth["author_rank"] = rank_desc(truth["author_score"])
             for fig, lo, hi in (("solver_rank", "solver_rank_lower", "solver_rank_upper"),
                                 ("author_rank", "author_rank_lower", "author_rank_upper"),
+                                ("solver_score t", "solver_score_ci_lower", "solver_score_ci_upper"),
                                 ("author_score bootstrap", "author_score_lower", "author_score_upper"),
                                 ("author_score t", "author_score_ci_lower", "author_score_ci_upper")):
                 t = truth[fig.split()[0]]
@@ -77,8 +81,10 @@ def main() -> int:
     parser.add_argument("--groups", type=int, default=40, help="4-model warehouses per size")
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--n-boot", type=int, default=500)
+    parser.add_argument("--domains", type=int, default=1,
+                        help="spread the environments over this many domains at random (the solver score's strata)")
     args = parser.parse_args()
-    df = run(args.envs, args.groups, args.seeds, args.n_boot)
+    df = run(args.envs, args.groups, args.seeds, args.n_boot, args.domains)
     print(f"\nnominal 95% intervals; {args.groups} four-model warehouses per size, {args.seeds} seeds, "
           f"n_boot {args.n_boot}; goal: coverage >= 0.93")
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -5,8 +5,12 @@ hint score 0.67 of the time at 3 environments per author (nominal 0.95; docs/STA
 author's score is a mean over its environments, so its interval is ``core.stats.mean_interval``. A solver's
 score is a mean over strata: within each domain over the other authors' environments, each author's
 environments a fixed-size sample of its own. Its variance is the sum of the strata's sampling variances,
-and the degrees of freedom come from Welch-Satterthwaite. When a stratum has a single environment, its
-variance is unknown, and the interval is then withheld with a reason.
+and the degrees of freedom come from Welch-Satterthwaite. When an author has a single environment in a
+domain, that domain's strata are collapsed into one (every environment of the domain one sample: the usual
+collapsed-strata estimator, which counts the between-author spread as sampling variance, so it errs wide);
+only a domain with a single environment in all withholds the interval, with a reason. Until 1 Dec 2026 a
+single-environment stratum withheld it, and at the demo's 10 environments per author (4 domains) no solver had
+an interval at all.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 
 from envduels_dagster.core.stats.intervals import MIN_ENVS, NO_SPREAD, insufficient, mean_interval, t_critical
 
-ONE_PER_STRATUM = "insufficient data: an author has a single environment in a domain (its variance is unknown)"
+ONE_PER_STRATUM = "insufficient data: a domain has a single environment (its variance is unknown)"
 
 
 def author_intervals(authors_of_env: np.ndarray, per_env: np.ndarray, authors: list[str],
@@ -41,8 +45,10 @@ def stratified_interval(estimate: float, values: np.ndarray, domains: np.ndarray
     for d in doms:
         in_d = ok & (domains == d)
         n_d = in_d.sum()
-        for a in sorted(set(strata[in_d])):
-            x = values[in_d & (strata == a)]
+        blocks = [values[in_d & (strata == a)] for a in sorted(set(strata[in_d]))]
+        if min(x.size for x in blocks) < 2:  # collapse the domain's strata into one sample
+            blocks = [values[in_d]]
+        for x in blocks:
             if x.size < 2:
                 return float("nan"), float("nan"), ONE_PER_STRATUM
             comps.append((x.size * x.var(ddof=1) / n_d ** 2 / len(doms) ** 2, x.size))

@@ -371,8 +371,14 @@ def test_stratified_t_interval_of_a_solver_score_by_hand():
     lo, hi, reason = stratified_interval(values.mean(), values, domains, strata)
     assert reason is None
     assert (lo, hi) == pytest.approx((values.mean() - 4.302652729749 * np.sqrt(var), values.mean() + 4.302652729749 * np.sqrt(var)))
-    assert stratified_interval(0.5, np.array([0.5, 0.4, 0.6, np.nan]), np.full(4, "d"), np.array(["a", "b", "b", "c"]))[2] \
-        == ONE_PER_STRATUM
+    # author a has one environment in domain d: d's strata collapse into one sample of 3 (t on 2 df)
+    lo, hi, reason = stratified_interval(0.5, np.array([0.5, 0.4, 0.6, np.nan]), np.full(4, "d"),
+                                         np.array(["a", "b", "b", "c"]))
+    half = 4.302652729749 * np.sqrt(np.var([0.5, 0.4, 0.6], ddof=1) / 3)
+    assert reason is None and (lo, hi) == pytest.approx((0.5 - half, 0.5 + half))
+    # ... and a domain with a single environment in all has no variance: withheld
+    assert stratified_interval(0.5, np.array([0.5, 0.4, 0.6, 0.7]), np.array(["d", "d", "d", "e"]),
+                               np.array(["a", "b", "b", "c"]))[2] == ONE_PER_STRATUM
 
 
 def test_leaderboard_t_columns_are_added_after_the_older_ones():
