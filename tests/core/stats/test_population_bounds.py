@@ -168,3 +168,13 @@ def test_bounds_cover_the_population_tournament_in_the_benchmark_generator():
         covered += bool(((lo <= t + 1e-9) & (t <= hi + 1e-9)).all())
         assert s.kendall_zeta_population_lower <= truth["zeta"] <= s.kendall_zeta_population_upper
     assert covered == 10, covered
+
+
+def test_two_models_have_bounds_on_strengths_but_no_zeta_and_pass_the_checks():
+    """Zeta needs 3 models: with 2 its population bounds are NULL while the strengths' are set, no problem."""
+    stats = stats_rows(np.random.default_rng(13), {"x": 0.0, "y": 0.6}, envs=8)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=10)
+    s = summary.iloc[0]
+    assert pd.isna(s.population_interval_reason) and np.isnan(s.kendall_zeta_population_lower)
+    assert table["bt_strength_population_lower"].notna().all()
+    assert not any(rankings_problems(table, summary).values()), rankings_problems(table, summary)
