@@ -61,7 +61,8 @@ async def study_learner(learner: str, base_gateway: ChatGateway, trainer: Callab
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _studied(df: pd.DataFrame) -> pd.DataFrame:
+def studied_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The (learner, author) rows the lift -> learning figures use: trained on something, with a lift and a gain."""
     ok = df.dropna(subset=["lift", "gain"])
     return ok[ok["n_train_envs"] > 0]
 
@@ -70,7 +71,7 @@ def correlate(df: pd.DataFrame) -> tuple[float, float, int]:
     """Spearman rho between lift and gain over the (learner, author) rows that trained on something, the
     crossed-design permutation p (``core.stats.crossed``: association beyond learner and author effects;
     NaN when the rows leave too few residual degrees of freedom) and the number of rows used."""
-    ok = _studied(df)
+    ok = studied_rows(df)
     if len(ok) < 3:
         return float("nan"), float("nan"), len(ok)
     _, p, _, _ = crossed_permutation_pvalue(ok["lift"].to_numpy(float), ok["gain"].to_numpy(float),
@@ -81,7 +82,7 @@ def correlate(df: pd.DataFrame) -> tuple[float, float, int]:
 def correlation_summary(df: pd.DataFrame) -> dict[str, float | int | str]:
     """What the ``lift_learning`` asset publishes: rho, the crossed p and its method, the partial rho it tests,
     the within-learner p it replaced (for comparison), sizes, and why the p is withheld when it is."""
-    ok = _studied(df)
+    ok = studied_rows(df)
     rho, p, n = correlate(df)
     partial = reason = None
     p_learner = float("nan")

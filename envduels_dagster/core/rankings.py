@@ -36,7 +36,7 @@ import pandas as pd
 
 from envduels_dagster.core.rankings_intervals import author_intervals, stratified_interval
 from envduels_dagster.core.rankings_population import population_columns
-from envduels_dagster.core.rankings_tournament import tournament_columns
+from envduels_dagster.core.rankings_tournament import duel_models, tournament_columns
 from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
 from envduels_dagster.core.stats.multiple import HOLM, holm, welch_p_value
@@ -261,33 +261,25 @@ def _sample_sizes(panel: Panel, models: list[str]) -> dict[str, list]:
 def _withhold_uncalibrated(df: pd.DataFrame, n_min: int) -> None:
     """NULL the bootstrap intervals below the sizes at which they were measured calibrated, each with a
     ``<figure>_interval_reason`` (added columns); ``design_score`` (uncorrected, biased by seed noise) always."""
-    plural = "s" * (n_min != 1)
+    few = f"insufficient data: an author has {n_min} environment{'s' * (n_min != 1)}"
+    rules = []  # (estimate column = bounds prefix, reason column, reason or None, reason where no estimate)
     for fig in BOOTSTRAP_SCORES:
-        if f"{fig}_lower" not in df:
-            continue
         t = f"; the t interval {fig}_ci_lower/upper is the calibrated one" if f"{fig}_ci_lower" in df else ""
-        if fig == "design_score":
-            reason = ("biased by seed noise (its interval covered 0.00-0.21 of its noise-free value): see "
-                      "design_score_corrected and design_score_corrected_ci_lower/upper")
-        elif n_min < BOOT_MIN_ENVS:
-            reason = (f"insufficient data: an author has {n_min} environment{plural} (the bootstrap interval needs "
-                      f"at least {BOOT_MIN_ENVS} per author to reach nominal coverage{t})")
-        else:
-            reason = None
-        if reason:
-            df[[f"{fig}_lower", f"{fig}_upper"]] = np.nan
-        df[f"{fig}_interval_reason"] = [reason if not pd.isna(x) else "no estimate" for x in df[fig]] if reason \
-            else [None if not pd.isna(x) else "no estimate" for x in df[fig]]
+        reason = (("biased by seed noise (its interval covered 0.00-0.21 of its noise-free value): see "
+                   "design_score_corrected and design_score_corrected_ci_lower/upper") if fig == "design_score" else
+                  f"{few} (the bootstrap interval needs at least {BOOT_MIN_ENVS} per author to reach nominal "
+                  f"coverage{t})" if n_min < BOOT_MIN_ENVS else None)
+        rules.append((fig, f"{fig}_interval_reason", reason, "no estimate"))
     for key in ("solver", "author"):
-        if f"{key}_rank_lower" not in df:
+        reason = (f"{few} (the rank interval needs at least {RANK_MIN_ENVS} per author to reach nominal coverage)"
+                  if n_min < RANK_MIN_ENVS else None)
+        rules.append((f"{key}_rank", f"{key}_rank_interval_reason", reason, "no rank"))
+    for est, reason_col, reason, missing in rules:
+        if f"{est}_lower" not in df:
             continue
-        reason = (f"insufficient data: an author has {n_min} environment{plural} (the rank interval needs at "
-                  f"least {RANK_MIN_ENVS} per author to reach nominal coverage)") if n_min < RANK_MIN_ENVS else None
         if reason:
-            df[[f"{key}_rank_lower", f"{key}_rank_upper"]] = np.nan
-        df[f"{key}_rank_interval_reason"] = [reason if not pd.isna(x) else "no rank"
-                                             for x in df[f"{key}_rank"]] if reason else \
-            [None if not pd.isna(x) else "no rank" for x in df[f"{key}_rank"]]
+            df[[f"{est}_lower", f"{est}_upper"]] = np.nan
+        df[reason_col] = [missing if pd.isna(x) else reason for x in df[est]]
 
 
 def _min_envs(panel: Panel, models: list[str]) -> int:
@@ -344,8 +336,8 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     bt_cols, tour = tournament_columns(panel.lift, panel.authors, panel.solvers, duels, models, weights, bt_prior,
                                        alpha)
     late_bt = {c: bt_cols.pop(c) for c in ("bt_strength_reason", "bt_rank_lower", "bt_rank_upper")}
-    tour_names = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", []))) if len(duels) else []
-    pop_cols, pop = population_columns(panel.lift, panel.authors, panel.solvers, tour_names, models, bt_prior, alpha)
+    pop_cols, pop = population_columns(panel.lift, panel.authors, panel.solvers, duel_models(duels), models, bt_prior,
+                                       alpha)
     late_bt.update(pop_cols)
     bt_cols["bt_rank"] = rank_desc(bt_cols["bt_strength"])
     for name, values in {**bt_cols, **_duel_record(duels, models)}.items():

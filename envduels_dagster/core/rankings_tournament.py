@@ -133,11 +133,16 @@ def _mart_tournament(duels: pd.DataFrame, names: list[str]) -> tuple[np.ndarray,
     return score, played
 
 
+def duel_models(duels: pd.DataFrame) -> list[str]:
+    """The models of the duel tournament: every model in a duel row, sorted."""
+    return sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", []))) if len(duels) else []
+
+
 def tournament_columns(lift: np.ndarray, env_authors: np.ndarray, solvers: list[str], duels: pd.DataFrame,
                        models: list[str], weights: np.ndarray, prior: float, alpha: float = ALPHA,
                        min_envs: int = TOURNAMENT_MIN_ENVS) -> tuple[dict, dict]:
     """Per-model Bradley-Terry columns (aligned with ``models``) and the tournament's summary figures."""
-    names = sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", []))) if len(duels) else []
+    names = duel_models(duels)
     k, n_boot = len(names), int(weights.shape[0])
     cols: dict[str, Any] = {c: np.full(len(models), np.nan)
                             for c in ("bt_strength", "bt_strength_lower", "bt_strength_upper")}

@@ -320,8 +320,9 @@ def learning_figure_problems(figures: dict | None, table: pd.DataFrame) -> dict[
         v = _figure(figures, key)
         if math.isnan(v) or v < 0:
             out["sample_sizes_reported"].append(f"{key} = {figures.get(key)} (expected a count >= 0)")
-    trained = table.dropna(subset=["lift", "gain"]) if {"lift", "gain"} <= set(table.columns) else table
-    trained = trained[_num(trained, "n_train_envs") > 0]
+    from envduels_dagster.core.learning_study import studied_rows
+
+    trained = studied_rows(table)
     if not math.isnan(n) and int(n) != len(trained):
         out["sample_sizes_reported"].append(f"n_pairs = {int(n)} but the table has {len(trained)} rows that trained "
                                             "and have a lift")
