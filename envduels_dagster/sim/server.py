@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 import time
 import uuid
 from dataclasses import dataclass
@@ -155,11 +156,16 @@ def serve(host: str, port: int, config: ServerConfig) -> None:
         listening = site._server  # aiohttp keeps the asyncio server private; its socket tells the bound port
         sockets = getattr(listening, "sockets", None)
         bound = sockets[0].getsockname()[1] if sockets else port
+        # Stop on SIGTERM and SIGINT whatever this process inherited: a parent that ignores or blocks SIGTERM
+        # (SIG_IGN and the signal mask survive exec) would otherwise leave the server running after `kill`.
+        stop = asyncio.Event()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
         print(f"envduels serve-sim listening on http://{host}:{bound}/v1 "
               f"(latency {config.latency_ms:g} ms, fault rate {config.fault_rate:g})", flush=True)
-        await asyncio.Event().wait()
+        await stop.wait()
+        await runner.cleanup()
 
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    asyncio.run(main())

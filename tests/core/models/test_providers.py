@@ -32,8 +32,13 @@ class SimServerProcess:
         self.base = f"http://127.0.0.1:{match.group(1)}/v1"
 
     def stop(self) -> str:
+        """SIGTERM (the server's clean stop); SIGKILL if it has not exited 10 s later (a machine under load)."""
         self.proc.terminate()
-        out, err = self.proc.communicate(timeout=10)
+        try:
+            out, err = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate(timeout=10)
         return out + err
 
 
@@ -168,3 +173,33 @@ def test_bad_entries_fail_their_own_partitions_with_clear_messages(server, tmp_p
     with duckdb.connect(str(tmp_path / "home" / "warehouse.duckdb"), read_only=True) as conn:
         solvers = {s for (s,) in conn.execute("SELECT DISTINCT solver FROM episodes").fetchall()}
     assert solvers == {"novice"}  # failed partitions wrote nothing
+
+
+def test_serve_sim_stops_on_sigterm_even_when_its_parent_ignored_and_blocked_it():
+    """SIG_IGN and the signal mask survive exec: a parent (a test worker, a supervisor) that ignores or blocks
+    SIGTERM must not leave the server running after ``kill``. The server sets its own handlers."""
+    import signal
+    import time
+
+    def hostile_parent_state():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    control = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], preexec_fn=hostile_parent_state)
+    control.terminate()  # the same start without the server's handlers survives SIGTERM: the setup is real
+    with pytest.raises(subprocess.TimeoutExpired):
+        control.wait(timeout=2)
+    control.kill()
+    control.wait()
+    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=hostile_parent_state)
+    try:
+        assert "listening on http://127.0.0.1:" in proc.stdout.readline()
+        t0 = time.monotonic()
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - t0 < 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
