@@ -25,14 +25,26 @@ class HardeningInputs:
 
 
 def read_hardening_inputs(conn, author: str, round_: int) -> HardeningInputs:
-    """What round ``round_`` of ``author`` reads from the warehouse (``conn``: a DuckDB connection)."""
+    """What round ``round_`` of ``author`` reads from the warehouse (``conn``: a DuckDB connection).
+
+    The same warehouse gives the same inputs whatever order rows were written in or other runs ran in: parents
+    in slot order (a child's slot and seed follow its parent's position), and only hints of rounds before
+    ``round_``, sorted (the round-``round_ - 1`` transcripts can hold no later hint, and whether another author's
+    round ``round_`` was already written depends on which run went first)."""
     from envduels_dagster.core.warehouse import read_table, specs_from_rows
 
-    parents = specs_from_rows(read_table(conn, "environments", {"author": author, "round": round_ - 1}))
+    parents = sorted(specs_from_rows(read_table(conn, "environments", {"author": author, "round": round_ - 1})),
+                     key=_slot_key)
     episodes = read_table(conn, "episodes", {"author": author, "round": round_ - 1})
-    hints = conn.execute("SELECT DISTINCT hint FROM environments WHERE author <> ? AND hint <> ''",
-                         [author]).fetchall()
+    hints = conn.execute("SELECT DISTINCT hint FROM environments WHERE author <> ? AND hint <> '' AND round < ? "
+                         "ORDER BY hint", [author, round_]).fetchall()
     return HardeningInputs(parents, episodes, [h for (h,) in hints])
+
+
+def _slot_key(spec: EnvironmentSpec) -> tuple[int, str]:
+    """``author.r{round}.{slot}.{digest}`` (core/authoring.make_env_id) by slot; any other id after, by id."""
+    parts = spec.env_id.rsplit(".", 2)
+    return (int(parts[1]), spec.env_id) if len(parts) == 3 and parts[1].isdigit() else (1 << 30, spec.env_id)
 
 
 async def harden_author(gw, author: str, round_: int, parents, peer_episodes: pd.DataFrame,

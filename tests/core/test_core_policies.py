@@ -220,3 +220,29 @@ def test_these_policies_need_no_dagster():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'dagster_duckdb', 'dagster_dbt')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_hardening_inputs_do_not_depend_on_row_order_or_on_which_author_hardened_first(tmp_path):
+    """A round's brief is a function of the warehouse's earlier rounds: parents in slot order (the child's slot
+    and seed follow it) however the rows were written, and other authors' hints of earlier rounds only, sorted
+    (another author's same-round hint exists or not depending on which run went first)."""
+    import datetime as dt
+
+    from envduels_dagster.core.hardening import read_hardening_inputs
+    from envduels_dagster.core.protocol import EnvironmentSpec
+    from envduels_dagster.core.warehouse import environments_frame, replace_rows
+
+    def spec(author, round_, slot, hint):
+        return EnvironmentSpec(env_id=f"{author}.r{round_}.{slot}.{slot:08x}", author=author, class_name="C",
+                               max_turns=3, source=f"# {author} {round_} {slot}", hint=hint, round=round_)
+
+    now = dt.datetime(2026, 12, 1)
+    # slots 0..11 written in a scrambled order (slot 10 sorts before 2 as text)
+    mine = [spec("a", 0, s, f"own {s}") for s in (11, 2, 10, 0, 1, 9, 3, 8, 4, 7, 5, 6)]
+    theirs = [spec("b", 0, 0, "zeta"), spec("b", 0, 1, "alpha"), spec("b", 1, 0, "written by b in round 1 first")]
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        replace_rows(conn, "environments", environments_frame(mine, "v", now), {"author": "a"})
+        replace_rows(conn, "environments", environments_frame(theirs, "v", now), {"author": "b"})
+        inputs = read_hardening_inputs(conn, "a", 1)
+    assert [p.env_id.split(".")[2] for p in inputs.parents] == [str(s) for s in range(12)]
+    assert inputs.other_hints == ["alpha", "zeta"]
