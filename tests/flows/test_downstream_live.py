@@ -36,8 +36,8 @@ MODELS = ["expert", "journeyman", "apprentice"]
 LEARNER = "journeyman"  # with 3 environments per author and 4 seeds, the one learner whose set is not empty
 # (a fact of the simulated draws: it moved from apprentice when the authoring brief changed; found by running
 # training_set for each learner on this registry)
-TICK_S = 5  # the downstream location's automation sensor interval (DOWNSTREAM_AUTOMATION_INTERVAL_S)
-SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "4", "ENVDUELS_SENSOR_INTERVAL_S": "5",
+TICK_S = 2  # the downstream location's automation sensor interval (DOWNSTREAM_AUTOMATION_INTERVAL_S)
+SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "4", "ENVDUELS_SENSOR_INTERVAL_S": "2",
          "ENVDUELS_STALE_INTERVAL_S": "86400",
          "ENVDUELS_AUTOMATION_INTERVAL_S": str(TICK_S), "DOWNSTREAM_AUTOMATION_INTERVAL_S": str(TICK_S)}
 DOWNSTREAM = dg.AssetKey("trainer_ready_set")

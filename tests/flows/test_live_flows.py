@@ -20,12 +20,12 @@ pytestmark = pytest.mark.slow
 
 FIRST, ADDED = ["oracle", "journeyman", "novice"], "expert"
 MART_KEYS = {"pair_lift", "env_solver_stats", "author_scores", "solver_scores", "duels"}
-# Three environments per author and 5 s ticks (the request and automation sensors) keep this to a few
-# minutes on 2 cores; the flow is the same at the default size and tick. The fixed admission rule: the probability admission fits one prior on
+# Three environments per author and 2 s ticks (the request and automation sensors) keep this to a few
+# minutes on 2 cores (5 s ticks: 262 s alone, 2 s: see docs/BENCHMARKS.md); the flow is the same at the default size and tick. The fixed admission rule: the probability admission fits one prior on
 # every learner's rows, so a learner's set also depends on rounds the frozen panel leaves different from a
 # from-scratch run, and "training sets agree wherever their inputs agree" would compare nothing.
-SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "4", "ENVDUELS_SENSOR_INTERVAL_S": "5",
-         "ENVDUELS_AUTOMATION_INTERVAL_S": "5", "ENVDUELS_TRAINING_ADMISSION": "rule"}
+SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "4", "ENVDUELS_SENSOR_INTERVAL_S": "2",
+         "ENVDUELS_AUTOMATION_INTERVAL_S": "2", "ENVDUELS_TRAINING_ADMISSION": "rule"}
 
 
 def _table(db, sql: str) -> pd.DataFrame:
@@ -43,7 +43,7 @@ def live(tmp_path_factory):
     # that waits on its process, and quiet_s stays well above the daemon's gap between request stages.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         from_scratch = pool.submit(run_demo, live_env(scratch, scratch / "models.yaml", **SMALL), scratch / "demo.log")
-        result = add_model_live(home / "live", FIRST, ADDED, quiet_s=30, timeout_s=1200, **SMALL)
+        result = add_model_live(home / "live", FIRST, ADDED, quiet_s=20, timeout_s=1200, **SMALL)
         from_scratch.result()
     return result, home / "live" / "warehouse.duckdb", scratch / "warehouse.duckdb"
 
