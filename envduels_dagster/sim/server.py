@@ -151,7 +151,8 @@ def serve(host: str, port: int, config: ServerConfig) -> None:
     async def main() -> None:
         runner = web.AppRunner(server.app(), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
+        # a stop waits at most 1 s for requests in flight (a timeout fault may sleep far longer)
+        site = web.TCPSite(runner, host, port, shutdown_timeout=1.0)
         await site.start()
         listening = site._server  # aiohttp keeps the asyncio server private; its socket tells the bound port
         sockets = getattr(listening, "sockets", None)
