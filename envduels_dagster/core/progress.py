@@ -71,7 +71,7 @@ def skill_vs_change(progress: pd.DataFrame, round_: int = 1) -> dict[str, float]
 # ---------------------------------------------------------------- an interval for skill -> improvement (issue 16)
 MIN_AUTHORS = 4  # authors with a skill and a change below which the skill-improvement interval is withheld
 MIN_PAIRS = 12  # lineage pairs (and round-0 environments) of every author below which it is withheld (measured)
-MIN_RELIABILITY = 0.8  # share of the authors' spread that is not noise, below which it is withheld (see reliability)
+MIN_RELIABILITY = 0.85  # share of the authors' spread that is not noise, below which it is withheld (see reliability)
 
 
 def reliability(points: np.ndarray, replicates: np.ndarray) -> float:

@@ -91,7 +91,7 @@ def round_assets(first_pairs: dg.AssetsDefinition, rounds: int) -> list[dg.Asset
 
 @dg.asset(
     deps=["duel_episodes"], group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "mart"}, code_version="3",
+    tags={"layer": "mart"}, code_version="4",
     description="Per author and hardening round: change in design score (peer discrimination) and hint score "
                 "(peer lift) from each environment to its hardened child, with 95% t intervals over lineage pairs (NULL "
                 "with a reason below 3 pairs or without spread), and the "
