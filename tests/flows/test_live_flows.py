@@ -44,7 +44,7 @@ def live(tmp_path_factory):
     # that waits on its process, and quiet_s stays well above the daemon's gap between request stages.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         from_scratch = pool.submit(run_demo, live_env(scratch, scratch / "models.yaml", **SMALL), scratch / "demo.log")
-        result = add_model_live(home / "live", FIRST, ADDED, quiet_s=20, timeout_s=1200, **SMALL)
+        result = add_model_live(home / "live", FIRST, ADDED, quiet_s=30, timeout_s=1200, **SMALL)
         from_scratch.result()
     return result, home / "live" / "warehouse.duckdb", scratch / "warehouse.duckdb"
 
