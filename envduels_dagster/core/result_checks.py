@@ -290,7 +290,7 @@ def progress_figure_problems(figures: dict | None, table: pd.DataFrame) -> dict[
         out[name] += problems
     for key, value in (skill_vs_change(table).items() if "round" in table else []):  # round 1, as the asset
         shown = _figure(figures, key)
-        if not (math.isnan(shown) and math.isnan(value)) and not abs(shown - value) <= 1e-9:
+        if not (math.isnan(shown) and math.isnan(value)) and not abs(shown - value) <= TOL:
             out["no_nan_published"].append(f"metadata {key} = {figures.get(key)} but the table gives {value:.6g}")
     return out
 

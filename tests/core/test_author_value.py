@@ -289,3 +289,12 @@ def test_intervals_are_plain_percentiles_not_widened_to_hold_the_estimate():
     assert (lo, hi) == pytest.approx((0.205, 0.395)) and not lo <= 0.9 <= hi
     assert all(np.isnan(_interval(replicates, estimate=float("nan"))))
     assert all(np.isnan(_interval(np.array([np.nan, np.inf]), estimate=0.3)))
+
+
+def test_the_resource_default_is_the_measured_minimum():
+    """AuthorValueSettings (Dagster layer) restates core.author_value.MIN_ENVS so that loading the definitions
+    does not import pandas; the two must not drift apart."""
+    from envduels_dagster.core.author_value import MIN_ENVS
+    from envduels_dagster.resources.value_settings import AuthorValueSettings
+
+    assert AuthorValueSettings().min_envs == MIN_ENVS

@@ -34,8 +34,9 @@ NAMES = {
 }
 
 
-#: Result assets that also publish figures as metadata (read from their latest materialization and checked).
-FIGURES = {"authoring_progress", "lift_learning"}
+#: Result assets that also publish figures as metadata (read from their latest materialization and checked),
+#: with the core.result_checks rule that judges them.
+FIGURES = {"authoring_progress": "progress_figure_problems", "lift_learning": "learning_figure_problems"}
 
 
 def latest_figures(instance: dg.DagsterInstance, asset: str) -> dict | None:
@@ -66,8 +67,7 @@ def results_for(asset: str, conn, figures: dict | None = None) -> list[dg.AssetC
         "authoring_progress": rc.authoring_progress_problems, "lift_learning": rc.lift_learning_problems}
     problems = judges[asset](*frames)
     if asset in FIGURES:
-        extra = {"authoring_progress": rc.progress_figure_problems,
-                 "lift_learning": rc.learning_figure_problems}[asset](figures, frames[0])
+        extra = getattr(rc, FIGURES[asset])(figures, frames[0])
         for name, found in extra.items():
             problems[name] = [*problems[name], *found]
     return [dg.AssetCheckResult(asset_key=key, check_name=c, passed=not problems[c],
