@@ -175,7 +175,7 @@ def test_a_version_bump_on_a_real_warehouse_opens_one_stale_request(tmp_path, mo
     monkeypatch.setenv("ENVDUELS_STALE_INTERVAL_S", "0")
     resources = pipeline_resources(tmp_path, registry, envs_per_author=1, seeds=(0, 1))
     instance = dg.DagsterInstance.ephemeral()
-    materialize_all(instance, resources, log=lambda _m: None)
+    materialize_all(instance, resources, log=lambda _m: None, learners=False)  # staleness is of authors and pairs
     sensor_resources = {k: resources[k] for k in ("warehouse", "settings")}
 
     runs, cursor, skip = tick(instance, resources=sensor_resources)

@@ -215,7 +215,9 @@ def control_pipelines(tmp_path_factory):
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("ENVDUELS_ROUNDS", "1")  # one hardening round: authoring_progress needs a parent -> child change
-            negative = run_control(tmp_path_factory.mktemp("negative_control"), "negative_control.yaml", ENVS, SEEDS)
+            # without the per-learner assets and the studies too: no test here reads them
+            negative = run_control(tmp_path_factory.mktemp("negative_control"), "negative_control.yaml", ENVS, SEEDS,
+                                   learners=False)
     except BaseException:
         child.kill()
         child.wait()
