@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 FIRST, ADDED = ["oracle", "journeyman", "novice"], "expert"
 MART_KEYS = {"pair_lift", "env_solver_stats", "author_scores", "solver_scores", "duels"}
 # Three environments per author and 2 s ticks (the request and automation sensors) keep this to a few
-# minutes on 2 cores (262 s alone at 5 s ticks; 400 s inside the suite, docs/BENCHMARKS.md); the flow is the
+# minutes on 2 cores (267 s alone, 400-500 s inside the CPU-bound suite, 1 Dec 2026; docs/BENCHMARKS.md); the flow is the
 # same at the default size and tick. The fixed admission rule: the probability admission fits one prior on
 # every learner's rows, so a learner's set also depends on rounds the frozen panel leaves different from a
 # from-scratch run, and "training sets agree wherever their inputs agree" would compare nothing.

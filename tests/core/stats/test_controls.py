@@ -182,8 +182,8 @@ def test_skill_improvement_correlation_is_found_only_when_planted(control, hint_
 # The negative-control registry through the real pipeline (materialize_all: registry, authoring, every pair,
 # dbt marts, rankings, one hardening round and its pairs, authoring_progress; not the per-learner assets and the
 # studies, which no test here reads: 22 s less, 100 s alone on 2 quiet cores, 1 Dec 2026) at 5 environments per
-# author (so every author keeps the 3 valid ones the role interval needs) and 4 seeds. Measured on the shared 2-core machine: 131-140 s at load 3.2-5 (64 s CPU); 4 environments x 3
-# seeds saved only 15 s (125 s, its role rho -0.9, p = 0.08, min 3 environments: too close to both edges), so the
+# author (so every author keeps the 3 valid ones the role interval needs) and 4 seeds. Measured on the shared
+# 2-core machine, with the learner assets: 131-140 s at load 3.2-5 (64 s CPU); 4 environments x 3 seeds saved only 15 s (125 s, its role rho -0.9, p = 0.08, min 3 environments: too close to both edges), so the
 # scale stays. The planted solver skill is the positive control of the same run (the scale has the power to find
 # what is planted); the planted role separation of the default profiles is not recovered at this scale
 # (positive_control.yaml, 4 envs: rho -0.3 [-0.9, 0.1]: they mix hint quality with difficulty and sloppiness).
