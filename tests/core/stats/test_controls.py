@@ -179,21 +179,21 @@ def test_skill_improvement_correlation_is_found_only_when_planted(control, hint_
 
 
 # ------------------------------------------------------------------ end to end, through the simulated models
-# The negative-control registry through the real pipeline (materialize_all: registry, authoring, every pair,
-# dbt marts, rankings, one hardening round and its pairs, authoring_progress; not the per-learner assets and the
-# studies, which no test here reads: 22 s less, 100 s alone on 2 quiet cores, 1 Dec 2026) at 5 environments per
-# author (so every author keeps the 3 valid ones the role interval needs) and 4 seeds. Measured on the shared
-# 2-core machine, with the learner assets: 131-140 s at load 3.2-5 (64 s CPU); 4 environments x 3 seeds saved only 15 s (125 s, its role rho -0.9, p = 0.08, min 3 environments: too close to both edges), so the
-# scale stays. The planted solver skill is the positive control of the same run (the scale has the power to find
-# what is planted); the planted role separation of the default profiles is not recovered at this scale
-# (positive_control.yaml, 4 envs: rho -0.3 [-0.9, 0.1]: they mix hint quality with difficulty and sloppiness).
-# planted_control.yaml plants it alone (hint_quality 0, 0, 0.5, 1, 1 from the strongest solver down, every other
-# author knob equal) and runs in the same fixture, in a child process meanwhile, at 6 environments (all valid) x 4
-# seeds, round 0: measured 1 Dec 2026 over benchmark seeds 0-3 / 4-7 / 8-11 / 12-15, role rho -1.0 [-1.0, -0.3],
-# -0.9 [-1.0, -0.5], -0.9 [-1.0, -0.41], -1.0 [-1.0, -0.7]. Five distinct hint levels were not robust (upper bound
-# up to 0.00 at 5 and at 8 environments; docs/STATISTICS.md, Controls). With a hardening round the same runs gave
-# skill -> hint change rho +0.9, +1.0, +0.7, +0.9 (p 0.017-0.23), the consequence of the hint levels under the
-# hardening rule; not tested here (+25-65 s of fixture), so skill -> improvement stays on the compute path
+# The negative-control registry through the real pipeline (materialize_all: registry, authoring, every pair, dbt marts,
+# rankings, one hardening round and its pairs, authoring_progress; not the per-learner assets and the studies, which no
+# test here reads: 22 s less, 100 s alone on 2 quiet cores, 1 Dec 2026) at 5 environments per author (so every author
+# keeps the 3 valid ones the role interval needs) and 4 seeds. Measured on the shared 2-core machine, with the learner
+# assets: 131-140 s at load 3.2-5 (64 s CPU); 4 environments x 3 seeds saved only 15 s (125 s, its role rho -0.9, p =
+# 0.08, min 3 environments: too close to both edges), so the scale stays. The planted solver skill is the positive
+# control of the same run (the scale has the power to find what is planted); the planted role separation of the default
+# profiles is not recovered at this scale (positive_control.yaml, 4 envs: rho -0.3 [-0.9, 0.1]: they mix hint quality
+# with difficulty and sloppiness). planted_control.yaml plants it alone (hint_quality 0, 0, 0.5, 1, 1 from the strongest
+# solver down, every other author knob equal) and runs in the same fixture, in a child process meanwhile, at 6
+# environments (all valid) x 4 seeds, round 0: measured 1 Dec 2026 over benchmark seeds 0-3 / 4-7 / 8-11 / 12-15, role
+# rho -1.0 [-1.0, -0.3], -0.9 [-1.0, -0.5], -0.9 [-1.0, -0.41], -1.0 [-1.0, -0.7]. Five distinct hint levels were not
+# robust (upper bound up to 0.00 at 5 and at 8 environments; docs/STATISTICS.md, Controls). With a hardening round the
+# same runs gave skill -> hint change rho +0.9, +1.0, +0.7, +0.9 (p 0.017-0.23), the consequence of the hint levels
+# under the hardening rule; not tested here (+25-65 s of fixture), so skill -> improvement stays on the compute path
 # (test_skill_improvement_correlation_is_found_only_when_planted).
 
 
