@@ -44,7 +44,8 @@ SCHEMA = {
     "pair_lift": """
         round INTEGER, author VARCHAR, solver VARCHAR, is_self_pair BOOLEAN, n_envs INTEGER, n_matched INTEGER,
         n_incomplete INTEGER, p_cold DOUBLE, p_hint DOUBLE, lift DOUBLE, lift_boot_lower DOUBLE,
-        lift_boot_upper DOUBLE, lift_ci_lower DOUBLE, lift_ci_upper DOUBLE, lift_ci_reason VARCHAR""",
+        lift_boot_upper DOUBLE, lift_ci_lower DOUBLE, lift_ci_upper DOUBLE, lift_ci_reason VARCHAR,
+        lift_boot_reason VARCHAR""",
     "authoring_progress": """
         author VARCHAR, round INTEGER, n_pairs INTEGER, solver_skill DOUBLE, design_before DOUBLE,
         design_after DOUBLE, design_change DOUBLE, design_change_lower DOUBLE, design_change_upper DOUBLE,

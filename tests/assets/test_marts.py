@@ -232,12 +232,15 @@ def test_sql_pair_lift_matches_hand_values_and_python(built):
         assert (row.n_envs, row.n_matched, row.n_incomplete) == (n_envs, n_matched, n_incomplete)
         assert (row.p_cold, row.p_hint, row.lift) == pytest.approx((p_cold, p_hint, lift))
         assert (row.p_cold, row.p_hint, row.lift) == pytest.approx(tuple(py.loc[key, ["p_cold", "p_hint", "lift"]]))
-        if n_envs >= 2:  # the diagnostic bootstrap: plain percentiles, none on a single environment
-            assert row.lift_boot_lower <= row.lift_boot_upper
-        else:
-            assert pd.isna(row.lift_boot_lower) and pd.isna(row.lift_boot_upper)
+        # the diagnostic bootstrap is withheld below lift_boot_min_envs (30), with the Python mirror's reason
+        assert pd.isna(row.lift_boot_lower) and pd.isna(row.lift_boot_upper)
+        assert row.lift_boot_reason == py.loc[key, "lift_boot_reason"]
+        assert row.lift_boot_reason.startswith(f"not calibrated: {n_envs} environment")
         assert row.is_self_pair == (key[0] == key[1])
-    assert (sql.loc[("A", "S"), "lift_boot_lower"], sql.loc[("A", "S"), "lift_boot_upper"]) == pytest.approx((0.25, 0.75))
+    # its replicates are still built: two environments with lifts 0.25 and 0.75 resample to 0.25, 0.5 or 0.75
+    reps = query(db, "SELECT quantile_cont(lift, 0.025) AS lo, quantile_cont(lift, 0.975) AS hi FROM pair_lift_bootstrap "
+                     "WHERE author = 'A' AND solver = 'S' AND round = 0")
+    assert (reps["lo"][0], reps["hi"][0]) == pytest.approx((0.25, 0.75))
     assert query(db, "SELECT count(*) AS n FROM pair_lift WHERE author = 'B'")["n"][0] == 0
 
 
@@ -383,6 +386,7 @@ def test_sql_t_critical_values_and_minimum_match_python():
 
     from envduels_dagster.assets.marts.project import DBT_PROJECT_DIR
     from envduels_dagster.core.stats import MIN_ENVS, t_critical
+    from envduels_dagster.core.stats.lift import LIFT_BOOT_MIN_ENVS
 
     macro = (DBT_PROJECT_DIR / "macros" / "t_critical.sql").read_text()
     listed = macro[macro.index("set table = ["):macro.index("] -%}")]
@@ -392,6 +396,7 @@ def test_sql_t_critical_values_and_minimum_match_python():
     assert t_critical(4.9) == pytest.approx(t.ppf(0.975, 4))  # floored like the SQL
     project = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())
     assert project["vars"]["min_envs_for_interval"] == MIN_ENVS
+    assert project["vars"]["lift_boot_min_envs"] == LIFT_BOOT_MIN_ENVS
     with duckdb.connect() as conn:  # the expansion used beyond df 100, evaluated by DuckDB
         z = 1.959963984540054
         for df in (101, 150, 1000):
@@ -418,7 +423,7 @@ def test_rounds_never_pool_and_a_model_absent_from_round_one_builds(built):
     # (4/6)^6 = 9% of X x Z replicates draw none of the two environments Z played: dropped, not NaN
     assert 800 < boot.loc[(1, "X", "Z"), "reps"] < 1000 and boot.loc[(1, "X", "Y"), "reps"] == 1000
     z = query(db, "SELECT * FROM pair_lift WHERE round = 1 AND author = 'X' AND solver = 'Z'").iloc[0]
-    assert z.lift == pytest.approx(0.5) and z.lift_boot_lower <= z.lift_boot_upper
+    assert z.lift == pytest.approx(0.5) and pd.isna(z.lift_boot_lower) and z.lift_boot_reason.startswith("not calibrated")
     authors = query(db, "SELECT * FROM author_scores").set_index(["round", "author"])
     assert tuple(authors.loc[(1, "Y"), ["n_written", "n_valid"]]) == (2, 1)
     assert tuple(authors.loc[(1, "X"), ["n_written", "n_valid"]]) == (2, 2)

@@ -4,10 +4,12 @@
 -- core/stats/intervals.py; coverage 0.94-0.98 at 3-30 environments, docs/STATISTICS.md), NULL with lift_ci_reason
 -- below var min_envs_for_interval environments or when the environments do not vary. Every reader (checks, lift
 -- grid, rankings metadata) uses it. lift_boot_lower / lift_boot_upper are the percentile cluster bootstrap, kept
--- as a DIAGNOSTIC only (it covers 0.72 at 3 environments: too narrow below ~12); plain percentiles (until
--- 1 Dec 2026 widened to hold the lift, and a pair with one environment got a zero-width one: now NULL). Rounds never pool (env_solver_stats); consumers pick theirs
+-- as a DIAGNOSTIC only, plain percentiles, and only from var lift_boot_min_envs (30) environments: below that it was
+-- measured to under-cover (0.72 / 0.89 / 0.92 at 3 / 6 / 12), so it is NULL with lift_boot_reason (since 2 Dec 2026;
+-- until 1 Dec 2026 it was also widened to hold the lift). Rounds never pool (env_solver_stats); consumers pick theirs
 -- (round 0 = the benchmark).
 {% set alpha = var('bootstrap_alpha') | float %}
+{% set boot_min = var('lift_boot_min_envs') | int %}
 
 with stats as (
     select * from {{ ref('env_solver_stats') }}
@@ -50,13 +52,17 @@ select p.round::integer as round,
        p.p_cold::double as p_cold,
        p.p_hint::double as p_hint,
        p.lift::double as lift,
-       (case when p.n_envs >= 2 then b.q_lower end)::double as lift_boot_lower,  -- plain percentiles; none on
-       (case when p.n_envs >= 2 then b.q_upper end)::double as lift_boot_upper,  -- one environment
+       (case when p.n_envs >= {{ boot_min }} then b.q_lower end)::double as lift_boot_lower,  -- plain percentiles,
+       (case when p.n_envs >= {{ boot_min }} then b.q_upper end)::double as lift_boot_upper,  -- where calibrated
        (case when {{ interval_reason('p.n_envs', 'p.lift_se') }} is null
              then greatest(p.lift - {{ t_critical('p.n_envs - 1') }} * p.lift_se, -1) end)::double as lift_ci_lower,
        (case when {{ interval_reason('p.n_envs', 'p.lift_se') }} is null
              then least(p.lift + {{ t_critical('p.n_envs - 1') }} * p.lift_se, 1) end)::double as lift_ci_upper,
-       {{ interval_reason('p.n_envs', 'p.lift_se') }} as lift_ci_reason
+       {{ interval_reason('p.n_envs', 'p.lift_se') }} as lift_ci_reason,
+       (case when p.n_envs < {{ boot_min }}
+             then 'not calibrated: ' || p.n_envs || ' environment' || (case when p.n_envs = 1 then '' else 's' end)
+                  || ' (the percentile bootstrap under-covers below {{ boot_min }}; the published interval is lift_ci_lower/lift_ci_upper)'
+        end) as lift_boot_reason
 from point as p
 left join boot as b on b.round = p.round and b.author = p.author and b.solver = p.solver
 left join incomplete as i on i.round = p.round and i.author = p.author and i.solver = p.solver

@@ -96,11 +96,32 @@ def test_pair_lift_hand_computed_and_interval_contains_it():
         row = pl.loc[key]
         assert (row["n_envs"], row["n_matched"], row["n_incomplete"]) == (n_envs, n_matched, n_incomplete)
         assert (row["p_cold"], row["p_hint"], row["lift"]) == pytest.approx((p_cold, p_hint, lift))
-        assert row["lift_boot_lower"] <= row["lift"] <= row["lift_boot_upper"]
         assert row["is_self_pair"] == (key[0] == key[1])
-    # Two environments with lifts 0.25 and 0.75: resampled means are 0.25, 0.5 or 0.75.
-    assert pl.loc[("A", "S"), "lift_boot_lower"] == pytest.approx(0.25)
-    assert pl.loc[("A", "S"), "lift_boot_upper"] == pytest.approx(0.75)
+        # the diagnostic bootstrap is withheld below LIFT_BOOT_MIN_ENVS (30), saying so
+        assert np.isnan(row["lift_boot_lower"]) and np.isnan(row["lift_boot_upper"])
+        assert row["lift_boot_reason"].startswith(f"not calibrated: {n_envs} environment")
+    # Shown anyway (boot_min_envs=1): two environments with lifts 0.25 and 0.75 resample to 0.25, 0.5 or 0.75.
+    shown = pair_lift(hand_table(), n_boot=200, boot_min_envs=1).set_index(["author", "solver"])
+    assert tuple(shown.loc[("A", "S"), ["lift_boot_lower", "lift_boot_upper"]]) == pytest.approx((0.25, 0.75))
+    assert shown["lift_boot_reason"].isna().all()
+
+
+def test_the_diagnostic_bootstrap_is_given_from_its_minimum_and_not_below():
+    from envduels_dagster.core.stats.lift import LIFT_BOOT_MIN_ENVS, lift_boot_reason
+
+    rng = np.random.default_rng(3)
+    for n, given in ((LIFT_BOOT_MIN_ENVS - 1, False), (LIFT_BOOT_MIN_ENVS, True)):
+        rows = [{"env_id": f"e{e}", "author": "A", "solver": "S", "condition": c, "seed": k,
+                 "status": "success" if rng.random() < (0.3 if c == "cold" else 0.6) else "failure"}
+                for e in range(n) for k in range(4) for c in ("cold", "hinted")]
+        row = pair_lift(pd.DataFrame(rows), n_boot=200).iloc[0]
+        assert row["n_envs"] == n
+        assert (not np.isnan(row["lift_boot_lower"])) is given and (not np.isnan(row["lift_boot_upper"])) is given
+        assert (row["lift_boot_reason"] is None) is given, row["lift_boot_reason"]
+        if given:
+            assert row["lift_boot_lower"] < row["lift_boot_upper"]
+    assert lift_boot_reason(1) == ("not calibrated: 1 environment (the percentile bootstrap under-covers below 30; "
+                                   "the published interval is lift_ci_lower/lift_ci_upper)")
 
 
 def test_training_candidates_pick_fails_cold_passes_hinted_from_other_authors():
