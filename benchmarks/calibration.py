@@ -254,8 +254,10 @@ def covered(lo, hi, truth) -> np.ndarray:
     return (lo <= truth + 1e-12) & (truth <= hi + 1e-12)
 
 
-def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, seed: int) -> list[dict]:
-    """Every calibration figure at ``envs`` environments per author."""
+def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, seed: int,
+             rankings_only: bool = False) -> list[dict]:
+    """Every calibration figure at ``envs`` environments per author (``rankings_only``: the rankings' alone,
+    the same draws and marts, without the Python pair_lift bootstrap and the admission figures)."""
     import duckdb
 
     from envduels_dagster.core.rankings import compute_rankings
@@ -285,16 +287,17 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
                      "width": float(np.mean(hi[shown] - lo[shown])) if ok.size else float("nan"), "note": extra})
 
     add("pair_lift t (lift_ci, published)", "dbt", sql_lift["lift_ci_lower"], sql_lift["lift_ci_upper"], DELTA)
-    py = pair_lift(episodes, n_boot=n_boot)
-    add("pair_lift t (lift_ci, published)", "python", py["lift_ci_lower"], py["lift_ci_upper"], DELTA)
-    add("pair_lift bootstrap (diagnostic)", "dbt", sql_lift["lift_boot_lower"], sql_lift["lift_boot_upper"], DELTA)
-    add("pair_lift bootstrap (diagnostic)", "python", py["lift_boot_lower"], py["lift_boot_upper"], DELTA)
     decided = (duels["outcome"] != "tie").to_numpy()
     add("duels lift_diff (null)", "dbt", duels["lift_diff_lower"], duels["lift_diff_upper"], 0.0,
         extra=f"decided {decided.mean():.3f} of {len(duels)}")
-
-    rows += admission_rows(envs, stats, true_rates)
-    rows += tournament_admission_rows(envs, episodes, true_rates)
+    if not rankings_only:
+        py = pair_lift(episodes, n_boot=n_boot)
+        add("pair_lift t (lift_ci, published)", "python", py["lift_ci_lower"], py["lift_ci_upper"], DELTA)
+        add("pair_lift bootstrap (diagnostic)", "dbt", sql_lift["lift_boot_lower"], sql_lift["lift_boot_upper"],
+            DELTA)
+        add("pair_lift bootstrap (diagnostic)", "python", py["lift_boot_lower"], py["lift_boot_upper"], DELTA)
+        rows += admission_rows(envs, stats, true_rates)
+        rows += tournament_admission_rows(envs, episodes, true_rates)
     per_fig: dict[str, list] = {}
     t1 = time.perf_counter()
     for g in range(groups):
@@ -340,6 +343,9 @@ def main() -> int:
                         help="only the training_set admission of the tournament warehouses (no dbt; the same draws)")
     parser.add_argument("--no-tournament", action="store_true",
                         help="skip the tournament table (BT, zeta, triads, role rho: benchmarks/calibration_tournament.py)")
+    parser.add_argument("--rankings-only", action="store_true",
+                        help="only the dbt marts and the rankings' intervals (core.rankings.compute_rankings on the "
+                             "same draws; no Python pair_lift bootstrap, no admission figures)")
     parser.add_argument("--tournament-groups", type=int, default=100, help="5-model warehouses per size")
     args = parser.parse_args()
     if args.training_set_only:
@@ -370,14 +376,20 @@ def tournament_tables(args) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="envduels-calibration-"))
     try:
         rows = [r for envs in args.envs for r in one_size(envs, args.groups, args.seeds, args.n_boot, workdir,
-                                                          args.seed)]
+                                                          args.seed, args.rankings_only)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     df = pd.DataFrame(rows)
     adm = df[df["figure"].str.startswith("training_set false admissions")]
     df = df.drop(index=adm.index, columns=["expected_false", "realised_false", "upper_false"], errors="ignore")
-    print("\ntraining_set admission on the tournament warehouses (core.training_set.build_training_set, each "
-          "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
+    # standard error of a coverage over the intervals reported (binomial; intervals of one tournament are
+    # not independent, so it is a lower bound for the solver scores, which share environments)
+    shown = (df["n"] * df["reported"]).round()
+    df.insert(df.columns.get_loc("coverage") + 1, "se",
+              np.sqrt(df["coverage"] * (1 - df["coverage"]) / shown.where(shown > 0)))
+    if not adm.empty:
+        print("\ntraining_set admission on the tournament warehouses (core.training_set.build_training_set, each "
+              "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
     for r in adm.itertuples(index=False):
         print(f"  {r.envs:2d} envs/author, {r.note}")
     print(f"\nnominal 95% intervals; {args.groups} tournaments of 4 models per size, {args.seeds} seeds; "
