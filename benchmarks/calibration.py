@@ -260,7 +260,7 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
     the same draws and marts, without the Python pair_lift bootstrap and the admission figures)."""
     import duckdb
 
-    from envduels_dagster.core.rankings import compute_rankings
+    from envduels_dagster.core.rankings import T_MIN_ENVS, compute_rankings, withhold_uncalibrated_t
     from envduels_dagster.core.stats import pair_lift
 
     rng = np.random.default_rng(seed + envs)
@@ -307,16 +307,22 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
         # every bootstrap interval measured, also where the product withholds it (rankings.BOOT_MIN_ENVS)
         table, summary = compute_rankings(mine_stats, mine_duels, n_boot=n_boot, seed=g, withhold_uncalibrated=False)
         truth = truths(sorted(table["model"]))
+        published = table.copy()  # the t intervals the product withholds below their minimum (T_MIN_ENVS)
+        withhold_uncalibrated_t(published, mine_stats.groupby("author")["env_id"].nunique().to_dict())
         for fig, values in truth.items():
             t = table["model"].map(values)
             per_fig.setdefault(fig, []).append((table[f"{fig}_lower"], table[f"{fig}_upper"], t, table[fig]))
             if f"{fig}_ci_lower" in table:
                 per_fig.setdefault(f"{fig} t (_ci)", []).append(
                     (table[f"{fig}_ci_lower"], table[f"{fig}_ci_upper"], t, table[fig]))
+            if fig in T_MIN_ENVS:
+                per_fig.setdefault(f"{fig} t (_ci, as published)", []).append(
+                    (published[f"{fig}_ci_lower"], published[f"{fig}_ci_upper"], t, table[fig]))
         per_fig.setdefault("role_rho", []).append(summary[["role_p_value"]])
     t_rank = time.perf_counter() - t1
     for fig in ("solver_score", "solver_score t (_ci)", "solver_hinted", "author_score", "author_score t (_ci)",
-                "design_score", "design_score_corrected", "design_score_corrected t (_ci)"):
+                "design_score", "design_score_corrected", "design_score_corrected t (_ci)",
+                "design_score_corrected t (_ci, as published)"):
         if fig not in per_fig:
             continue
         lo, hi, t, est = (pd.concat([x[i] for x in per_fig[fig]]) for i in range(4))
