@@ -254,11 +254,13 @@ def covered(lo, hi, truth) -> np.ndarray:
     return (lo <= truth + 1e-12) & (truth <= hi + 1e-12)
 
 
-def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, seed: int) -> list[dict]:
-    """Every calibration figure at ``envs`` environments per author."""
+def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, seed: int,
+             rankings_only: bool = False) -> list[dict]:
+    """Every calibration figure at ``envs`` environments per author (``rankings_only``: the rankings' alone,
+    the same draws and marts, without the Python pair_lift bootstrap and the admission figures)."""
     import duckdb
 
-    from envduels_dagster.core.rankings import compute_rankings
+    from envduels_dagster.core.rankings import T_MIN_ENVS, compute_rankings, withhold_uncalibrated_t
     from envduels_dagster.core.stats import pair_lift
 
     rng = np.random.default_rng(seed + envs)
@@ -285,19 +287,20 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
                      "width": float(np.mean(hi[shown] - lo[shown])) if ok.size else float("nan"), "note": extra})
 
     add("pair_lift t (lift_ci, published)", "dbt", sql_lift["lift_ci_lower"], sql_lift["lift_ci_upper"], DELTA)
-    py = pair_lift(episodes, n_boot=n_boot)
-    add("pair_lift t (lift_ci, published)", "python", py["lift_ci_lower"], py["lift_ci_upper"], DELTA)
-    # The diagnostic bootstrap as published (NULL below LIFT_BOOT_MIN_ENVS) and, to show why, as it would be everywhere.
-    add("pair_lift bootstrap (lift_boot, published)", "dbt", sql_lift["lift_boot_lower"], sql_lift["lift_boot_upper"],
-        DELTA)
-    raw = pair_lift(episodes, n_boot=n_boot, boot_min_envs=1)
-    add("pair_lift bootstrap, not withheld", "python", raw["lift_boot_lower"], raw["lift_boot_upper"], DELTA)
     decided = (duels["outcome"] != "tie").to_numpy()
     add("duels lift_diff (null)", "dbt", duels["lift_diff_lower"], duels["lift_diff_upper"], 0.0,
         extra=f"decided {decided.mean():.3f} of {len(duels)}")
-
-    rows += admission_rows(envs, stats, true_rates)
-    rows += tournament_admission_rows(envs, episodes, true_rates)
+    if not rankings_only:
+        py = pair_lift(episodes, n_boot=n_boot)
+        add("pair_lift t (lift_ci, published)", "python", py["lift_ci_lower"], py["lift_ci_upper"], DELTA)
+        # The diagnostic bootstrap as published (NULL below LIFT_BOOT_MIN_ENVS) and, to show why, as it would be
+        # everywhere.
+        add("pair_lift bootstrap (lift_boot, published)", "dbt", sql_lift["lift_boot_lower"],
+            sql_lift["lift_boot_upper"], DELTA)
+        raw = pair_lift(episodes, n_boot=n_boot, boot_min_envs=1)
+        add("pair_lift bootstrap, not withheld", "python", raw["lift_boot_lower"], raw["lift_boot_upper"], DELTA)
+        rows += admission_rows(envs, stats, true_rates)
+        rows += tournament_admission_rows(envs, episodes, true_rates)
     per_fig: dict[str, list] = {}
     t1 = time.perf_counter()
     for g in range(groups):
@@ -307,16 +310,22 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
         # every bootstrap interval measured, also where the product withholds it (rankings.BOOT_MIN_ENVS)
         table, summary = compute_rankings(mine_stats, mine_duels, n_boot=n_boot, seed=g, withhold_uncalibrated=False)
         truth = truths(sorted(table["model"]))
+        published = table.copy()  # the t intervals the product withholds below their minimum (T_MIN_ENVS)
+        withhold_uncalibrated_t(published, mine_stats.groupby("author")["env_id"].nunique().to_dict())
         for fig, values in truth.items():
             t = table["model"].map(values)
             per_fig.setdefault(fig, []).append((table[f"{fig}_lower"], table[f"{fig}_upper"], t, table[fig]))
             if f"{fig}_ci_lower" in table:
                 per_fig.setdefault(f"{fig} t (_ci)", []).append(
                     (table[f"{fig}_ci_lower"], table[f"{fig}_ci_upper"], t, table[fig]))
+            if fig in T_MIN_ENVS:
+                per_fig.setdefault(f"{fig} t (_ci, as published)", []).append(
+                    (published[f"{fig}_ci_lower"], published[f"{fig}_ci_upper"], t, table[fig]))
         per_fig.setdefault("role_rho", []).append(summary[["role_p_value"]])
     t_rank = time.perf_counter() - t1
     for fig in ("solver_score", "solver_score t (_ci)", "solver_hinted", "author_score", "author_score t (_ci)",
-                "design_score", "design_score_corrected", "design_score_corrected t (_ci)"):
+                "design_score", "design_score_corrected", "design_score_corrected t (_ci)",
+                "design_score_corrected t (_ci, as published)"):
         if fig not in per_fig:
             continue
         lo, hi, t, est = (pd.concat([x[i] for x in per_fig[fig]]) for i in range(4))
@@ -343,6 +352,9 @@ def main() -> int:
                         help="only the training_set admission of the tournament warehouses (no dbt; the same draws)")
     parser.add_argument("--no-tournament", action="store_true",
                         help="skip the tournament table (BT, zeta, triads, role rho: benchmarks/calibration_tournament.py)")
+    parser.add_argument("--rankings-only", action="store_true",
+                        help="only the dbt marts and the rankings' intervals (core.rankings.compute_rankings on the "
+                             "same draws; no Python pair_lift bootstrap, no admission figures)")
     parser.add_argument("--tournament-groups", type=int, default=100, help="5-model warehouses per size")
     args = parser.parse_args()
     if args.training_set_only:
@@ -373,14 +385,20 @@ def tournament_tables(args) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="envduels-calibration-"))
     try:
         rows = [r for envs in args.envs for r in one_size(envs, args.groups, args.seeds, args.n_boot, workdir,
-                                                          args.seed)]
+                                                          args.seed, args.rankings_only)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     df = pd.DataFrame(rows)
     adm = df[df["figure"].str.startswith("training_set false admissions")]
     df = df.drop(index=adm.index, columns=["expected_false", "realised_false", "upper_false"], errors="ignore")
-    print("\ntraining_set admission on the tournament warehouses (core.training_set.build_training_set, each "
-          "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
+    # standard error of a coverage over the intervals reported (binomial; intervals of one tournament are
+    # not independent, so it is a lower bound for the solver scores, which share environments)
+    shown = (df["n"] * df["reported"]).round()
+    df.insert(df.columns.get_loc("coverage") + 1, "se",
+              np.sqrt(df["coverage"] * (1 - df["coverage"]) / shown.where(shown > 0)))
+    if not adm.empty:
+        print("\ntraining_set admission on the tournament warehouses (core.training_set.build_training_set, each "
+              "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
     for r in adm.itertuples(index=False):
         print(f"  {r.envs:2d} envs/author, {r.note}")
     print(f"\nnominal 95% intervals; {args.groups} tournaments of 4 models per size, {args.seeds} seeds; "

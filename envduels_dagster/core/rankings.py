@@ -15,7 +15,8 @@ Uncertainty:
   number of environments); an environment carries all of its solvers' matched-seed results, so seeds stay
   paired. Ranks are recomputed per replicate, giving rank intervals too. Both are published only from the
   sizes at which they were measured calibrated (``BOOT_MIN_ENVS``, ``RANK_MIN_ENVS``), NULL with a reason
-  below; the t intervals (``<score>_ci_*``, ``core.rankings_intervals``) are the calibrated score intervals.
+  below; the t intervals (``<score>_ci_*``, ``core.rankings_intervals``) are the calibrated score intervals
+  (the corrected design score's from ``DESIGN_T_MIN_ENVS`` environments by its author only).
 * The Bradley-Terry fit uses the duel outcomes (1, 1/2 for a tie, 0); its intervals, and those of zeta and
   the cyclic triads, come from the same environment replicates, every duel re-decided by the mart's rule
   (``core.rankings_tournament``; withheld with a reason below the minimum environments per author).
@@ -241,6 +242,14 @@ BOOT_MIN_ENVS = 30
 #: 0.99 / 1.00 at 3 / 6 / 12 / 30 (160 intervals a size, docs/STATISTICS.md).
 RANK_MIN_ENVS = 6
 BOOTSTRAP_SCORES = ("solver_score", "solver_hinted", "author_score", "design_score", "design_score_corrected")
+#: Environments by an author below which its corrected design score's t interval (``design_score_corrected_ci_*``)
+#: is withheld (since 2 Dec 2026). Its per-environment values are mostly seed noise, right-skewed (skewness
+#: ~1.6, 19 distinct values at 3 peers x 4 seeds) and their spread grows with their mean, so the t interval misses
+#: above: coverage 0.92 at 10-12 environments (4 seeds) and 0.905-0.92 at 3-12 (8 seeds), >= 0.93 from 24-30
+#: (docs/STATISTICS.md, "Rankings"). Hall's skewness-corrected t and the bootstrap-t did no better (0.91-0.92 at
+#: 10-12). Solver and author score t intervals are calibrated from 3 and keep no such minimum.
+DESIGN_T_MIN_ENVS = 30
+T_MIN_ENVS = {"design_score_corrected": DESIGN_T_MIN_ENVS}  # t interval -> fewest environments by its author
 
 
 def _sample_sizes(panel: Panel, models: list[str]) -> dict[str, list]:
@@ -265,8 +274,11 @@ def _withhold_uncalibrated(df: pd.DataFrame, n_min: int) -> None:
     rules = []  # (estimate column = bounds prefix, reason column, reason or None, reason where no estimate)
     for fig in BOOTSTRAP_SCORES:
         t = f"; the t interval {fig}_ci_lower/upper is the calibrated one" if f"{fig}_ci_lower" in df else ""
+        if fig in T_MIN_ENVS and n_min < T_MIN_ENVS[fig]:
+            t = f"; so does the t interval {fig}_ci_lower/upper" if f"{fig}_ci_lower" in df else ""
         reason = (("biased by seed noise (its interval covered 0.00-0.21 of its noise-free value): see "
-                   "design_score_corrected and design_score_corrected_ci_lower/upper") if fig == "design_score" else
+                   "design_score_corrected and design_score_corrected_ci_lower/upper (published from "
+                   f"{DESIGN_T_MIN_ENVS} environments per author)") if fig == "design_score" else
                   f"{few} (the bootstrap interval needs at least {BOOT_MIN_ENVS} per author to reach nominal "
                   f"coverage{t})" if n_min < BOOT_MIN_ENVS else None)
         rules.append((fig, f"{fig}_interval_reason", reason, "no estimate"))
@@ -280,6 +292,22 @@ def _withhold_uncalibrated(df: pd.DataFrame, n_min: int) -> None:
         if reason:
             df[[f"{est}_lower", f"{est}_upper"]] = np.nan
         df[reason_col] = [missing if pd.isna(x) else reason for x in df[est]]
+
+
+def withhold_uncalibrated_t(df: pd.DataFrame, authored: dict[str, int]) -> None:
+    """NULL the t intervals of ``T_MIN_ENVS`` for authors with fewer environments (``authored``: model -> its
+    environments), with a ``<score>_ci_reason``; an interval already withheld keeps its own reason."""
+    for fig, n_min in T_MIN_ENVS.items():
+        lo, hi, why = f"{fig}_ci_lower", f"{fig}_ci_upper", f"{fig}_ci_reason"
+        if lo not in df:
+            continue
+        n = df["model"].map(lambda m: authored.get(m, 0))
+        cut = df[lo].notna() & (n < n_min)
+        df.loc[cut, [lo, hi]] = np.nan
+        df[why] = df[why].astype(object)
+        df.loc[cut, why] = [f"not calibrated: the author has {k} environment{'s' * (k != 1)} (this t interval needs "
+                            f"at least {n_min} to reach nominal coverage: its per-environment values are skewed by "
+                            "seed noise)" for k in n[cut]]
 
 
 def _min_envs(panel: Panel, models: list[str]) -> int:
@@ -363,6 +391,7 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
         df[name] = values
     if withhold_uncalibrated:
         _withhold_uncalibrated(df, _min_envs(panel, sorted(set(panel.authors))))
+        withhold_uncalibrated_t(df, pd.Series(panel.authors).value_counts().to_dict())
     for name, values in _sample_sizes(panel, list(df["model"])).items():
         df[name] = values
     later = {k: v for k, v in {**tour, **pop}.items() if k not in summary.columns}

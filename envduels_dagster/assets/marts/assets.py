@@ -67,7 +67,7 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
 
 @dg.asset(
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "analysis"}, code_version="2", io_manager_key=PUBLISHED_IO_MANAGER_KEY,
+    tags={"layer": "analysis"}, code_version="3", io_manager_key=PUBLISHED_IO_MANAGER_KEY,
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
                 "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
                 "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "

@@ -427,3 +427,29 @@ def test_bootstrap_intervals_are_published_only_from_their_calibrated_sizes(envs
     silent = table.assign(solver_score_interval_reason=None) if not scores_shown else \
         table.assign(solver_score_lower=np.nan, solver_score_upper=np.nan)
     assert any("solver_score interval" in p for p in rankings_problems(silent, summary)["no_nan_published"])
+
+
+def test_corrected_design_t_interval_is_withheld_below_its_calibrated_size():
+    """DESIGN_T_MIN_ENVS (30): an author with 29 environments gets no design_score_corrected_ci, with a "not
+    calibrated" reason; authors with 30 keep theirs; the benchmarks' withhold_uncalibrated=False keeps all."""
+    from envduels_dagster.core.rankings_tournament import duels_from_stats
+    from envduels_dagster.core.result_checks import rankings_problems
+
+    assert rk.DESIGN_T_MIN_ENVS == 30
+    stats = panel_stats(np.random.default_rng(11), {"s1": 0.9, "s2": 0.6, "s3": 0.3}, envs_per_author=30)
+    stats = stats[stats["env_id"] != "s1.29"].assign(n_seeds=4)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=100)
+    t = table.set_index("model")
+    assert t.loc["s1", "author_n_envs"] == 29 and t.loc[["s2", "s3"], "author_n_envs"].tolist() == [30, 30]
+    assert np.isnan(t.loc["s1", "design_score_corrected_ci_lower"]) and np.isnan(t.loc["s1", "design_score_corrected_ci_upper"])
+    assert t.loc["s1", "design_score_corrected_ci_reason"].startswith("not calibrated: the author has 29 environments")
+    assert "at least 30" in t.loc["s1", "design_score_corrected_ci_reason"]
+    assert t.loc[["s2", "s3"], "design_score_corrected_ci_lower"].notna().all()
+    assert t.loc[["s2", "s3"], "design_score_corrected_ci_reason"].isna().all()
+    assert t["author_score_ci_lower"].notna().all()  # the other t intervals keep no such minimum
+    assert not any(rankings_problems(table, summary).values()), rankings_problems(table, summary)
+    silent = table.assign(design_score_corrected_ci_reason=None)
+    assert any("design_score_corrected_ci withheld" in p for p in rankings_problems(silent, summary)["no_nan_published"])
+    raw, _ = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=100, withhold_uncalibrated=False)
+    assert raw["design_score_corrected_ci_lower"].notna().all()
+    assert raw["design_score_corrected_ci_reason"].isna().all()
