@@ -11,7 +11,8 @@ the posterior probability that it is learnable for the learner (true p_cold <= `
 true p_hint >= ``min_hint``) reaches ``threshold``, under a joint prior of the two rates fitted on every
 learner's peer rows of the warehouse (``core.stats.joint_admission``; measured in docs/STATISTICS.md);
 ``rule`` keeps the fixed rule on observed rates (p_cold <= ``max_cold``, p_hint >= ``min_hint``). Either
-way each row carries the posterior interval of its lift, never a zero-width one.
+way each row carries an interval of its lift (``joint_admission.robust_lift_interval``: the union of the
+central 95% posterior intervals under the fitted prior and under the uniform prior), never a zero-width one.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def build_training_set(learner: str, episodes: pd.DataFrame, envs: pd.DataFrame,
     mine = mine.reset_index(drop=True)
     cold, hint, n = ja.counts(mine)
     p_learn = ja.joint_learnable_probability(prior, cold, hint, n, rule.cold_ceiling, rule.min_hint)
-    lower, upper = ja.joint_lift_interval(prior, cold, hint, n)
+    lower, upper = ja.robust_lift_interval(prior, cold, hint, n)
     if rule.method == "probability":
         keep = p_learn >= rule.threshold - 1e-12
     else:

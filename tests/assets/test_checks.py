@@ -107,7 +107,7 @@ def build_warehouse(path: Path, registry: Path) -> None:
             "learner": "bob", "env_id": "alice.r0.0", "author": "alice", "domain": env["domain"],
             "class_name": env["class_name"], "max_turns": 6, "source_sha256": env["source_sha256"],
             "hint": env["hint"], "benchmark_seeds": SEEDS, "n_seeds": 2, "p_cold": 0.0, "p_hint": 1.0,
-            "lift": 1.0, "lift_lower": 0.2, "lift_upper": 1.0, "rank": 1, "p_learnable": HAND_P_LEARNABLE,
+            "lift": 1.0, "lift_lower": HAND_LIFT[0], "lift_upper": HAND_LIFT[1], "rank": 1, "p_learnable": HAND_P_LEARNABLE,
             "admission_method": "rule", "admission_threshold": None, "cold_ceiling": 0.25, "prior_rows": 2}]))
 
 
@@ -120,7 +120,15 @@ def _hand_p_learnable() -> float:
     return float(ja.joint_learnable_probability(prior, [0], [2], [2])[0])
 
 
+def _hand_lift_interval() -> tuple[float, float]:
+    from envduels_dagster.core.stats import joint_admission as ja
+
+    lower, upper = ja.robust_lift_interval(ja.fit_joint_prior([0, 1], [2, 1], [2, 1]), [0], [2], [2])
+    return float(lower[0]), float(upper[0])
+
+
 HAND_P_LEARNABLE = _hand_p_learnable()
+HAND_LIFT = _hand_lift_interval()
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +280,9 @@ CORRUPTIONS = [
      "recorded p_hint >= training_min_hint (0.5): 1 of 1 rows violate it, e.g. [env_id=alice.r0.0, p_hint=0.25]", {}),
     ("training", "rows_meet_learner_filter", "UPDATE training_set SET lift_lower = lift_upper",
      "lift_lower < lift_upper (a real, ordered interval): 1 of 1 rows violate it", {}),
+    ("training", "rows_meet_learner_filter", "UPDATE training_set SET lift_lower = lift_lower + 0.05",
+     "recorded lift interval equals the one recomputed from the episodes (fitted prior's central 95% posterior "
+     "interval united with the uniform prior's): 1 of 1 rows violate it", {}),
     ("training", "rows_meet_learner_filter", "UPDATE training_set SET p_learnable = 0.99",
      "recorded p_learnable equals the one recomputed from the episodes: 1 of 1 rows violate it",
      {"method": "probability", "threshold": 0.1}),

@@ -23,10 +23,11 @@ from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
     partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver)],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
-    io_manager_key=PUBLISHED_IO_MANAGER_KEY, code_version="2",
+    io_manager_key=PUBLISHED_IO_MANAGER_KEY, code_version="3",
     description="Training set for one learner (partition): environments whose posterior probability of being "
                 "learnable (fails cold, passes hinted) reaches DuelSettings.training_admission_threshold (or the "
-                "fixed rule), ranked by lift, with a posterior lift interval and provenance. Table `training_set`; "
+                "fixed rule), ranked by lift, with a lift interval (the fitted and the uniform prior's 95% "
+                "posterior intervals united) and provenance. Table `training_set`; "
                 "published as a read-only snapshot $ENVDUELS_HOME/published/training_set/<learner>.parquet once its "
                 "blocking checks pass (staged until then; a failing set never replaces the last passing one; load "
                 "it with `load_asset_value` or `envduels_dagster.consumer`). Its data version is a hash of the rows.",

@@ -9,7 +9,8 @@ The learner's filter is re-derived from the ``episodes`` table
 Under the "probability" admission the check refits the joint prior from those SQL counts
 of every learner (the estimator is shared, ``core.stats.joint_admission``; the data path
 is not) and requires the recomputed P(learnable) to reach the threshold and to equal the
-recorded one; every row must carry a real (non-zero-width) lift interval.
+recorded one; every row must carry a real (non-zero-width) lift interval equal to the one recomputed
+from the same counts (``joint_admission.robust_lift_interval``, under either admission method).
 
 The export checks are about file integrity, not a table, so no great-expectations
 suite there: the published ``latest`` export must verify against its SHA256SUMS and
@@ -19,6 +20,7 @@ environments.
 
 
 import dagster as dg
+import numpy as np
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.checking.catalog import (
@@ -45,7 +47,8 @@ CHECKS = {
     "rows_meet_learner_filter": "Every row meets its learner's admission (DuelSettings.training_admission: "
                                 "P(learnable) >= training_admission_threshold, or the fixed rule "
                                 "training_max_cold / training_min_hint), as recorded and as recomputed from "
-                                "the episodes; its lift interval is real and ordered.",
+                                "the episodes; its lift interval is real, ordered and equal to the one recomputed "
+                                "from the episodes.",
     "no_duplicate_environments": "No environment appears twice in a learner's set; rows belong to the partition.",
     "no_self_authored_environments": "No environment authored by its learner, unless "
                                      "DuelSettings.training_include_self_authored.",
@@ -55,9 +58,11 @@ CHECKS = {
 NAMES = list(CHECKS)
 
 
-def recomputed_probability(conn, episodes: str, envs: str, ts, learner: str, min_hint: float,
-                           cold_ceiling: float):
-    """P(learnable) of each ``ts`` row from SQL counts of every learner's peer rows (superseded excluded)."""
+def recomputed_admission(conn, episodes: str, envs: str, ts, learner: str, min_hint: float,
+                         cold_ceiling: float):
+    """P(learnable) and the published lift interval (``joint_admission.robust_lift_interval``) of each ``ts``
+    row, from SQL counts of every learner's peer rows (superseded excluded): columns ``p_learnable``,
+    ``lift_lower``, ``lift_upper`` (NaN where the learner has no matched seeds)."""
     import numpy as np
     import pandas as pd
 
@@ -80,11 +85,20 @@ def recomputed_probability(conn, episodes: str, envs: str, ts, learner: str, min
     prior = ja.fit_joint_prior(peer["k_cold"], peer["k_hint"], peer["n"])
     mine = counts[counts["solver"] == learner].set_index("env_id").reindex(ts["env_id"])
     have = mine["n"].notna().to_numpy()
-    out = np.full(len(ts), np.nan)
+    out = pd.DataFrame(np.nan, index=ts.index, columns=["p_learnable", "lift_lower", "lift_upper"])
     if have.any():
         m = mine[have]
-        out[have] = ja.joint_learnable_probability(prior, m["k_cold"], m["k_hint"], m["n"], cold_ceiling, min_hint)
-    return pd.Series(out, index=ts.index)
+        out.loc[have, "p_learnable"] = ja.joint_learnable_probability(prior, m["k_cold"], m["k_hint"], m["n"],
+                                                                      cold_ceiling, min_hint)
+        lower, upper = ja.robust_lift_interval(prior, m["k_cold"], m["k_hint"], m["n"])
+        out.loc[have, "lift_lower"], out.loc[have, "lift_upper"] = lower, upper
+    return out
+
+
+def recomputed_probability(conn, episodes: str, envs: str, ts, learner: str, min_hint: float,
+                           cold_ceiling: float):
+    """P(learnable) of each ``ts`` row from SQL counts of every learner's peer rows (superseded excluded)."""
+    return recomputed_admission(conn, episodes, envs, ts, learner, min_hint, cold_ceiling)["p_learnable"]
 
 
 def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_self: bool,
@@ -132,10 +146,16 @@ def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_se
         Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
              {"column": c, "min_value": -1, "max_value": 1}, f"{c} is in [-1, 1]") for c in ("lift_lower", "lift_upper")
     ] + [Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
-              {"column": "interval_width", "min_value": 1e-6}, "lift_lower < lift_upper (a real, ordered interval)")]
+              {"column": "interval_width", "min_value": 1e-6}, "lift_lower < lift_upper (a real, ordered interval)"),
+         Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
+              {"column": "lift_interval_error", "max_value": 1e-6},
+              "recorded lift interval equals the one recomputed from the episodes (fitted prior's central 95% "
+              "posterior interval united with the uniform prior's)")]
+    recomputed = recomputed_admission(conn, episodes, envs, df, learner, min_hint, cold_ceiling)
+    df["lift_interval_error"] = np.fmax((df["lift_lower"].astype(float) - recomputed["lift_lower"]).abs(),
+                                        (df["lift_upper"].astype(float) - recomputed["lift_upper"]).abs()).fillna(1.0)
     if method == "probability":
-        df["recomputed_p_learnable"] = recomputed_probability(conn, episodes, envs, df, learner, min_hint,
-                                                              cold_ceiling)
+        df["recomputed_p_learnable"] = recomputed["p_learnable"]
         df["p_learnable_error"] = (df["p_learnable"].astype(float) - df["recomputed_p_learnable"]).abs()
         filter_rules = [
             Rule("rows_meet_learner_filter", "ExpectColumnValuesToBeBetween",
