@@ -95,12 +95,6 @@ def recomputed_admission(conn, episodes: str, envs: str, ts, learner: str, min_h
     return out
 
 
-def recomputed_probability(conn, episodes: str, envs: str, ts, learner: str, min_hint: float,
-                           cold_ceiling: float):
-    """P(learnable) of each ``ts`` row from SQL counts of every learner's peer rows (superseded excluded)."""
-    return recomputed_admission(conn, episodes, envs, ts, learner, min_hint, cold_ceiling)["p_learnable"]
-
-
 def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_self: bool,
                 method: str = "rule", threshold: float = 0.5, cold_ceiling: float = 0.25) -> list[Frame]:
     cat = Catalog(conn)
