@@ -76,6 +76,15 @@ def test_importing_the_definitions_module_imports_no_heavy_library():
     assert out.stdout.strip() == ""
 
 
+def test_building_the_definitions_imports_no_numpy_or_pandas():
+    """What a code server or run worker does before any step runs: build every area's definitions. The checks
+    modules import numpy and pandas inside their functions (a module-level import slipped in once)."""
+    code = ("import sys, envduels_dagster.definitions as d; d.defs(); "
+            "print(','.join(m for m in ('pandas', 'numpy', 'great_expectations', 'litellm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
 def test_the_code_location_matches_its_snapshot():
     env = {k: v for k, v in os.environ.items() if k not in ("ENVDUELS_ROUNDS", "ENVDUELS_STALE_CRON")}
     out = subprocess.run([sys.executable, str(REPO / "tests" / "code_location.py")], cwd=REPO, env=env,
