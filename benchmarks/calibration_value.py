@@ -77,19 +77,31 @@ def warehouse(rng: np.random.Generator, envs: int, seeds: int) -> tuple[pd.DataF
     return pd.DataFrame(env_rows), pd.concat(episodes, ignore_index=True)
 
 
-def run_mix(sizes: list[int], groups: int, seeds: int, n_boot: int, shares=(1.0, 0.4)) -> pd.DataFrame:
+def value_tables(envs: int, groups: int, seeds: int, n_boot: int, rng_seed: int, **options):
+    """``author_value``'s (table, mix) on each of ``groups`` synthetic warehouses of ``envs`` slots per author."""
     from envduels_dagster.core.author_value import author_value
 
+    rng = np.random.default_rng(rng_seed)
+    for g in range(groups):
+        e, p = warehouse(rng, envs, seeds)
+        yield author_value(e, p, LEARNER, n_boot=n_boot, seed=g, **options)
+
+
+def covered(lo: pd.Series, hi: pd.Series, truth: pd.Series, tol: float = 1e-12) -> tuple[pd.Series, pd.Series]:
+    """(rows with an interval, whether each of those holds its truth)."""
+    lo, hi = lo.astype(float), hi.astype(float)
+    shown = lo.notna() & hi.notna()
+    return shown, (lo[shown] <= truth[shown] + tol) & (truth[shown] <= hi[shown] + tol)
+
+
+def run_mix(sizes: list[int], groups: int, seeds: int, n_boot: int, shares=(1.0, 0.4)) -> pd.DataFrame:
     truth = truths()
     rows = []
     for envs in sizes:
         for share in shares:
-            rng = np.random.default_rng(2000 + envs)
             t0 = time.perf_counter()
             mixes = []
-            for g in range(groups):
-                e, p = warehouse(rng, envs, seeds)
-                _, mix = author_value(e, p, LEARNER, n_boot=n_boot, seed=g, max_share=share)
+            for _, mix in value_tables(envs, groups, seeds, n_boot, 2000 + envs, max_share=share):
                 if mix.empty:
                     continue
                 authors = mix[mix["author"] != "(total)"]
@@ -103,8 +115,7 @@ def run_mix(sizes: list[int], groups: int, seeds: int, n_boot: int, shares=(1.0,
             for kind in ("author", "total"):
                 k = m[m["kind"] == kind]
                 lo, hi = k["expected_lower"].astype(float), k["expected_upper"].astype(float)
-                shown = lo.notna() & hi.notna()
-                ok = (lo[shown] <= k["truth"][shown] + 1e-9) & (k["truth"][shown] <= hi[shown] + 1e-9)
+                shown, ok = covered(lo, hi, k["truth"], tol=1e-9)
                 rows.append({"envs": envs, "max_share": share, "row": kind, "n": len(k),
                              "reported": float(shown.mean()) if len(k) else np.nan,
                              "coverage": float(ok.mean()) if shown.any() else np.nan,
@@ -115,24 +126,17 @@ def run_mix(sizes: list[int], groups: int, seeds: int, n_boot: int, shares=(1.0,
 
 
 def run(sizes: list[int], groups: int, seeds: int, n_boot: int) -> pd.DataFrame:
-    from envduels_dagster.core.author_value import author_value
-
     truth = truths()
     rows = []
     for envs in sizes:
-        rng = np.random.default_rng(1000 + envs)
         t0 = time.perf_counter()
-        tables = []
-        for g in range(groups):
-            e, p = warehouse(rng, envs, seeds)
-            table, _ = author_value(e, p, LEARNER, n_boot=n_boot, seed=g, min_envs=3)
-            tables.append(table[table["author"].isin(AUTHORS)])
-        t = pd.concat(tables, ignore_index=True)
+        t = pd.concat([table[table["author"].isin(AUTHORS)]
+                       for table, _ in value_tables(envs, groups, seeds, n_boot, 1000 + envs, min_envs=3)],
+                      ignore_index=True)
         for fig in ("per_env", "per_usd", "per_kcall", "rank"):
             lo, hi = t[f"{fig}_lower"].astype(float), t[f"{fig}_upper"].astype(float)
             true = t["author"].map({a: v[fig] for a, v in truth.items()})
-            shown = lo.notna() & hi.notna()
-            ok = (lo[shown] <= true[shown] + 1e-12) & (true[shown] <= hi[shown] + 1e-12)
+            shown, ok = covered(lo, hi, true)
             est = t[fig].astype(float)
             rows.append({"envs": envs, "figure": fig, "n": len(t), "reported": float(shown.mean()),
                          "coverage": float(ok.mean()) if shown.any() else np.nan,
