@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+import json
+import math
 from typing import Any, Literal
 
 import yaml
@@ -18,7 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from envduels_dagster.project_files import project_file
 
 FAST_PREFIXES = ("openai", "hosted_vllm")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: "$" admits a trailing newline
+Role = Literal["author", "solver"]
+ROLES: tuple[Role, ...] = ("author", "solver")
+# A provider option whose name looks like a credential is refused: keys come only from api_key_env.
+SECRET_PARAM = re.compile(r"(key|secret|password|token$|authorization|bearer|credential)", re.IGNORECASE)
+RESERVED_PARAMS = frozenset({"model", "messages", "api_base", "base_url", "api_key", "headers", "extra_headers",
+                             "stream", "n", "seed", "timeout"})
+DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024
 # The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/project_files.py).
 DEFAULT_REGISTRY = project_file("models.yaml")
 
@@ -57,24 +66,84 @@ class ModelEntry(BaseModel):
     # The endpoint is an `envduels serve-sim` server: send the engine's typed request next to the
     # messages (body field envduels_request). Never set it for a real provider (docs/DECISIONS.md).
     request_contract: bool = False
-    input_cost_per_mtok: float = Field(0.0, ge=0.0)
-    output_cost_per_mtok: float = Field(0.0, ge=0.0)
+    input_cost_per_mtok: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    output_cost_per_mtok: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    # --- the practitioner's experiment (issue 30) ---
+    # What the model does: "author" writes environments, "solver" plays them. A solver-only model is a
+    # target learner that writes nothing; an author-only model writes and never plays.
+    roles: tuple[Role, ...] = ROLES
+    budget_usd: float | None = Field(None, gt=0, allow_inf_nan=False)  # spending cap for this model's calls
+    # --- real providers (issue 31) ---
+    timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False)  # per call; reasoning models need minutes
+    params: dict[str, Any] = Field(default_factory=dict)  # provider options passed as given (plain JSON values)
+    reasoning_cost_per_mtok: float | None = Field(None, ge=0.0, allow_inf_nan=False)  # None: priced as output
+    tokens_per_minute: float | None = Field(None, gt=0, allow_inf_nan=False)  # provider TPM limit, per pool
+    # Calls in flight for the pool across all pairs of a run (issue 35); None: max_concurrency.
+    max_in_flight: int | None = Field(None, ge=1, le=4096)
+    # Cap on one reply's body, raw and decompressed: past it the call fails as malformed (issue 31).
+    max_reply_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1024, le=1 << 30)
 
     @field_validator("name")
     @classmethod
     def _name_is_partition_safe(cls, v: str) -> str:
-        if not NAME_PATTERN.match(v):
+        if not NAME_PATTERN.fullmatch(v):
             raise ValueError("must be 1-64 letters, digits, '_', '.' or '-' (it becomes a Dagster partition key)")
         return v
 
     @field_validator("model")
     @classmethod
     def _model_has_provider(cls, v: str) -> str:
-        if "/" not in v:
+        prefix, _, rest = v.partition("/")
+        if not prefix.strip() or not rest.strip() or v != v.strip():
             raise ValueError("must look like 'provider/model' (e.g. openai/gpt-4o-mini or envduels-sim/expert)")
         from envduels_dagster.core.models.providers import check_model_string  # (imports the registry)
 
         check_model_string(v)  # a registered provider may reject the model (e.g. an unknown simulated profile)
+        return v
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base_is_http(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s]*)?", v):
+            raise ValueError("must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)")
+        return v
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _roles_are_a_set(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [v]
+        if isinstance(v, (list, tuple)):
+            if not v:
+                raise ValueError("needs at least one of 'author', 'solver'")
+            if len(set(v)) != len(v):
+                raise ValueError(f"lists a role twice: {list(v)}")
+            return tuple(r for r in ROLES if r in v) + tuple(r for r in v if r not in ROLES)  # canonical order
+        return v
+
+    @field_validator("params")
+    @classmethod
+    def _params_are_plain_json(cls, v: dict[str, Any]) -> dict[str, Any]:
+        def walk(value: Any, where: str) -> None:
+            if isinstance(value, dict):
+                for k, item in value.items():
+                    if not isinstance(k, str):
+                        raise ValueError(f"{where}: keys must be strings")
+                    if SECRET_PARAM.search(k):
+                        raise ValueError(f"{where}{k}: looks like a credential; keys come only from api_key_env")
+                    walk(item, f"{where}{k}.")
+            elif isinstance(value, list):
+                for i, item in enumerate(value):
+                    walk(item, f"{where}[{i}].")
+            elif isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{where.rstrip('.')}: must be a finite number")
+            elif value is not None and not isinstance(value, (str, int, float, bool)):
+                raise ValueError(f"{where.rstrip('.')}: must be a plain JSON value, not {type(value).__name__}")
+
+        reserved = sorted(RESERVED_PARAMS & set(v))
+        if reserved:
+            raise ValueError(f"{', '.join(reserved)} is set by the engine or the registry, not by params")
+        walk(v, "")
         return v
 
     @model_validator(mode="after")
@@ -101,8 +170,21 @@ class ModelEntry(BaseModel):
     def provider(self) -> str:
         return self.pool or self.model.split("/", 1)[0]
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_cost_per_mtok + completion_tokens * self.output_cost_per_mtok) / 1e6
+    @property
+    def authors(self) -> bool:
+        return "author" in self.roles
+
+    @property
+    def solves(self) -> bool:
+        return "solver" in self.roles
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, reasoning_tokens: int = 0) -> float:
+        """List price of a call; ``reasoning_tokens`` are the part of the completion spent reasoning."""
+        reasoning_price = self.output_cost_per_mtok if self.reasoning_cost_per_mtok is None \
+            else self.reasoning_cost_per_mtok
+        visible = completion_tokens - reasoning_tokens
+        return (prompt_tokens * self.input_cost_per_mtok + visible * self.output_cost_per_mtok
+                + reasoning_tokens * reasoning_price) / 1e6
 
 
 class Registry(BaseModel):
@@ -112,6 +194,16 @@ class Registry(BaseModel):
     @property
     def names(self) -> list[str]:
         return [m.name for m in self.models]
+
+    @property
+    def authors(self) -> list[str]:
+        """Models with the author role: the ones that get authoring partitions."""
+        return [m.name for m in self.models if m.authors]
+
+    @property
+    def solvers(self) -> list[str]:
+        """Models with the solver role: the ones that play, and get training sets and author values."""
+        return [m.name for m in self.models if m.solves]
 
     def get(self, name: str) -> ModelEntry:
         for m in self.models:
@@ -179,5 +271,8 @@ def load_registry(path: str | Path | None = None) -> Registry:
 def dump_entry(entry: ModelEntry) -> dict[str, Any]:
     """The entry as a flat row for tables (no secrets exist in an entry by design)."""
     # request_contract is a transport detail of serve-sim endpoints, not a column of model_registry
-    return {**entry.model_dump(exclude={"request_contract"}), "provider": entry.provider,
-            "simulated": entry.is_simulated}
+    row = entry.model_dump(exclude={"request_contract"})
+    # list/dict fields as text, so the table keeps one scalar per column
+    row["roles"] = ",".join(entry.roles)
+    row["params"] = json.dumps(entry.params, sort_keys=True)
+    return {**row, "provider": entry.provider, "simulated": entry.is_simulated}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.registry import (
     DEFAULT_REGISTRY,
     RegistryError,
+    dump_entry,
     load_registry,
     registry_path,
 )
@@ -84,6 +86,34 @@ def _error(tmp_path: Path, text: str) -> tuple[RegistryError, Path]:
         ("models:\n  - name: a\n    model: x/y\n    temperature: 5\n", "#1 ('a')", "temperature",
          "less than or equal to 2"),
         ("models:\n  - just-a-string\n", "#1", None, "each entry must be a mapping"),
+        # registry holes found by the reliability round (issue 33, item 6)
+        ('models:\n  - name: "novice\\n"\n    model: x/y\n', "#1 ('novice\\n')", "name", "must be 1-64 letters"),
+        ("models:\n  - name: a\n    model: /\n", "#1 ('a')", "model", "must look like 'provider/model'"),
+        ("models:\n  - name: a\n    model: openai/\n", "#1 ('a')", "model", "must look like 'provider/model'"),
+        ("models:\n  - name: a\n    model: x/y\n    api_base: ftp://host/v1\n", "#1 ('a')", "api_base",
+         "must be an http:// or https:// URL"),
+        ("models:\n  - name: a\n    model: x/y\n    api_base: localhost:8000\n", "#1 ('a')", "api_base",
+         "must be an http:// or https:// URL"),
+        ("models:\n  - name: a\n    model: x/y\n    input_cost_per_mtok: .inf\n", "#1 ('a')",
+         "input_cost_per_mtok", "finite number"),
+        ("models:\n  - name: a\n    model: x/y\n    budget_usd: .nan\n", "#1 ('a')", "budget_usd", "finite number"),
+        ("models:\n  - name: a\n    model: x/y\n    budget_usd: 0\n", "#1 ('a')", "budget_usd", "greater than 0"),
+        # roles (issue 30)
+        ("models:\n  - name: a\n    model: x/y\n    roles: []\n", "#1 ('a')", "roles", "needs at least one of"),
+        ("models:\n  - name: a\n    model: x/y\n    roles: [author, author]\n", "#1 ('a')", "roles",
+         "lists a role twice"),
+        ("models:\n  - name: a\n    model: x/y\n    roles: [judge]\n", "#1 ('a')", "roles.0",
+         "Input should be 'author' or 'solver'"),
+        # provider options (issue 31): plain JSON, never a key, never what the engine sets
+        ("models:\n  - name: a\n    model: x/y\n    params: {api_key: sk-1}\n", "#1 ('a')", "params",
+         "api_key is set by the engine or the registry"),
+        ("models:\n  - name: a\n    model: x/y\n    params: {extra_body: {Authorization: b}}\n", "#1 ('a')",
+         "params", "extra_body.Authorization: looks like a credential"),
+        ("models:\n  - name: a\n    model: x/y\n    params: {top_p: .inf}\n", "#1 ('a')", "params",
+         "top_p: must be a finite number"),
+        ("models:\n  - name: a\n    model: x/y\n    params: {when: 2024-01-01}\n", "#1 ('a')", "params",
+         "when: must be a plain JSON value, not date"),
+        ("models:\n  - name: a\n    model: x/y\n    timeout_s: 0\n", "#1 ('a')", "timeout_s", "greater than 0"),
     ],
 )
 def test_malformed_entries_name_file_entry_and_field(tmp_path, text, entry, field, fragment):
@@ -114,6 +144,44 @@ def test_malformed_files_name_the_file(tmp_path, text, fragment):
     err, path = _error(tmp_path, text)
     assert str(err).startswith(str(path) + ": ")
     assert fragment in str(err)
+
+
+def test_roles_options_and_limits_load_with_their_defaults(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(
+        "models:\n"
+        "  - name: writer\n"
+        "    model: openai/gpt-4o-mini\n"
+        "    roles: [author]\n"
+        "    budget_usd: 2.5\n"
+        "  - name: learner\n"
+        "    model: openai/o3-mini\n"
+        "    roles: solver\n"
+        "    timeout_s: 600\n"
+        "    params: {reasoning_effort: high, extra_body: {thinking: {type: enabled, budget_tokens: 2048}}}\n"
+        "    output_cost_per_mtok: 4\n"
+        "    reasoning_cost_per_mtok: 8\n"
+        "    tokens_per_minute: 200000\n"
+        "    max_in_flight: 16\n"
+        "  - name: both\n"
+        "    model: envduels-sim/novice\n"
+        "    roles: [solver, author]\n"
+    )
+    reg = load_registry(path)
+    writer, learner, both = reg.models
+    assert (writer.roles, writer.authors, writer.solves, writer.budget_usd) == (("author",), True, False, 2.5)
+    assert learner.roles == ("solver",) and both.roles == ("author", "solver")  # canonical order
+    assert reg.authors == ["writer", "both"] and reg.solvers == ["learner", "both"]
+    assert learner.params["extra_body"]["thinking"]["budget_tokens"] == 2048
+    assert (learner.timeout_s, learner.tokens_per_minute, learner.max_in_flight) == (600, 200000, 16)
+    # defaults: both roles, no cap, 60 s, no options, reasoning priced as output, 8 MiB replies
+    assert (both.budget_usd, both.timeout_s, both.params, both.reasoning_cost_per_mtok) == (None, 60.0, {}, None)
+    assert both.max_reply_bytes == 8 * 1024 * 1024 and both.max_in_flight is None
+    # 1000 completion tokens of which 600 reasoning: 400 at 4 USD + 600 at 8 USD per million
+    assert learner.cost(0, 1000, reasoning_tokens=600) == pytest.approx((400 * 4 + 600 * 8) / 1e6)
+    assert both.cost(0, 1000, reasoning_tokens=600) == both.cost(0, 1000)  # unpriced reasoning = output price
+    row = dump_entry(learner)
+    assert row["roles"] == "solver" and json.loads(row["params"])["reasoning_effort"] == "high"
 
 
 def test_missing_file_is_a_registry_error(tmp_path):
