@@ -413,6 +413,20 @@ except OSError as exc:
 """
 
 
+def _package_copy_for_nobody(tempdir: str) -> str:
+    """A copy of the package that ``nobody`` can import, wherever the checkout lives (issue 36).
+
+    A clone in a private directory (``mktemp -d`` is 0700, so are many homes) is unreadable to
+    another user; the test must not depend on where it was cloned. ``tempdir`` is 0711: nobody may
+    pass through it to the 0755 copy inside."""
+    root = Path(tempdir) / "package-for-nobody"
+    shutil.copytree(REPO / "envduels_dagster", root / "envduels_dagster",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return str(root)
+
+
 @pytest.mark.skipif(not Path("/usr/bin/python3.11").exists() or shutil.which("setpriv") is None,
                     reason="needs the system's python3.11 (the test interpreter is unreadable to nobody) and setpriv")
 def test_without_root_the_ipc_limits_hold_in_the_workers_user_namespace(world):
@@ -420,7 +434,7 @@ def test_without_root_the_ipc_limits_hold_in_the_workers_user_namespace(world):
     worker is root of its user namespace only while it sets up, writes the IPC limits, and
     leaves through a nested user namespace; /proc/sys is read-only in its root."""
     attack = SYSCTL_RAISE + SHM_ATTACK.replace('raise RuntimeError(f"', 'raise RuntimeError(f"sysctl={raised} ')
-    script = NOBODY_ORCHESTRATOR.replace("REPO", repr(str(REPO)))
+    script = NOBODY_ORCHESTRATOR.replace("REPO", repr(_package_copy_for_nobody(world.tempdir)))
     out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3.11",
                           "-c", script], input=game(reset=attack), capture_output=True, text=True, timeout=120,
                          cwd="/", env={"TMPDIR": world.tempdir, "HOME": "/"})
