@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -413,28 +414,32 @@ except OSError as exc:
 """
 
 
-def _package_copy_for_nobody(tempdir: str) -> str:
+@pytest.fixture
+def package_for_nobody(world):
     """A copy of the package that ``nobody`` can import, wherever the checkout lives (issue 36).
 
     A clone in a private directory (``mktemp -d`` is 0700, so are many homes) is unreadable to
-    another user; the test must not depend on where it was cloned. ``tempdir`` is 0711: nobody may
-    pass through it to the 0755 copy inside."""
-    root = Path(tempdir) / "package-for-nobody"
-    shutil.copytree(REPO / "envduels_dagster", root / "envduels_dagster",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return str(root)
+    another user; the test must not depend on where it was cloned. The copy sits beside the world's
+    temporary directory (whose emptiness the world checks), in a 0755 directory of its own."""
+    root = Path(tempfile.mkdtemp(prefix="envduels-for-nobody-", dir=Path(world.tempdir).parent))
+    try:
+        shutil.copytree(REPO / "envduels_dagster", root / "envduels_dagster",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for path in [root, *root.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield str(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3.11").exists() or shutil.which("setpriv") is None,
                     reason="needs the system's python3.11 (the test interpreter is unreadable to nobody) and setpriv")
-def test_without_root_the_ipc_limits_hold_in_the_workers_user_namespace(world):
+def test_without_root_the_ipc_limits_hold_in_the_workers_user_namespace(world, package_for_nobody):
     """As ``nobody`` (no throwaway uid, no pid namespace: the fallback layers of issue 20): the
     worker is root of its user namespace only while it sets up, writes the IPC limits, and
     leaves through a nested user namespace; /proc/sys is read-only in its root."""
     attack = SYSCTL_RAISE + SHM_ATTACK.replace('raise RuntimeError(f"', 'raise RuntimeError(f"sysctl={raised} ')
-    script = NOBODY_ORCHESTRATOR.replace("REPO", repr(_package_copy_for_nobody(world.tempdir)))
+    script = NOBODY_ORCHESTRATOR.replace("REPO", repr(package_for_nobody))
     out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3.11",
                           "-c", script], input=game(reset=attack), capture_output=True, text=True, timeout=120,
                          cwd="/", env={"TMPDIR": world.tempdir, "HOME": "/"})
