@@ -7,11 +7,11 @@ environment variable that holds one.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from pathlib import Path
-import json
-import math
 from typing import Any, Literal
 
 import yaml

@@ -25,7 +25,8 @@ SCHEMA = {
         name VARCHAR PRIMARY KEY, model VARCHAR, api_base VARCHAR, api_key_env VARCHAR, version VARCHAR,
         pool VARCHAR, provider VARCHAR, simulated BOOLEAN, temperature DOUBLE, max_tokens INTEGER,
         max_concurrency INTEGER, requests_per_minute DOUBLE, client VARCHAR, input_cost_per_mtok DOUBLE,
-        output_cost_per_mtok DOUBLE""",
+        output_cost_per_mtok DOUBLE, roles VARCHAR, budget_usd DOUBLE, timeout_s DOUBLE, params VARCHAR,
+        reasoning_cost_per_mtok DOUBLE, tokens_per_minute DOUBLE, max_in_flight INTEGER, max_reply_bytes BIGINT""",
     "environments": """
         env_id VARCHAR, author VARCHAR, round INTEGER, domain VARCHAR, family VARCHAR, class_name VARCHAR,
         max_turns INTEGER, source VARCHAR, source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds UBIGINT[],
