@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -63,6 +64,7 @@ BUILTIN: dict[str, str] = {
     "fork_server": "envduels_dagster.core.sandbox.fork_server:ForkServerLauncher",
 }
 _REGISTRY: dict[str, Launcher] = {}
+_LOCK = threading.Lock()  # one shared instance per name, even when two threads ask first at once
 L = TypeVar("L", bound=type[Launcher])
 
 
@@ -92,7 +94,9 @@ def get_launcher(name: str) -> Launcher:
     if target is None:
         raise ValueError(f"unknown sandbox launcher {name!r}; registered: {launcher_names()}")
     module, _, attr = target.partition(":")
-    return _install(name, getattr(importlib.import_module(module), attr))
+    cls = getattr(importlib.import_module(module), attr)
+    with _LOCK:
+        return _REGISTRY.get(name) or _install(name, cls)
 
 
 def launcher_names() -> list[str]:
