@@ -1,7 +1,10 @@
-"""The layering holds: core/ never imports sim/ or Dagster, and no module grows past 400 lines.
+"""The layering holds: core/ never imports sim/ or Dagster, assets/ never imports sim/, no import circle
+anywhere in the package, no import from a lower package of core/ up to a higher one (the levels of
+docs/ARCHITECTURE.md "Planned layout"), and no module grows past 400 lines.
 
-A static walk of every import statement (module-level and inside functions), so a lazy
-import cannot hide a dependency. The stdlib-only sandbox worker is the one module allowed
+A static walk of every import statement (module-level, inside functions and under TYPE_CHECKING), so a
+lazy import cannot hide a dependency. A module named as data (``"module:attr"`` resolved at run time, as
+the provider and launcher registries do) is not an import: that is how a lower module names a higher one. The stdlib-only sandbox worker is the one module allowed
 to be long (it must be a single self-contained file). Modules that colleagues are splitting
 on their branches right now are marked xfail(strict=False) with the branch's name; the lead
 removes the marks when those branches merge.
@@ -10,11 +13,16 @@ removes the marks when those branches merge.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "envduels_dagster"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "envduels_dagster"
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+# Outside sim/, only the CLI's `serve-sim` command may import the simulated models (it serves them).
+IMPORTS_SIM_ALLOWED = {"cli.py"}
 MAX_LINES = 400
 LONG_ALLOWED = {"core/sandbox/worker.py"}
 # Being split or decoupled on other branches (issue 14); remove the mark when the branch merges.
@@ -77,3 +85,150 @@ def test_the_dagster_layer_is_grouped_by_area():
     from envduels_dagster.definitions import AREAS
 
     assert set(AREAS) == areas
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (``from pkg import submodule`` counts as the submodule)."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        is_pkg = path.name == "__init__.py"
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    here = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = ".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+                targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base for a in node.names}
+        out = set()
+        for target in targets:
+            while target and target not in paths:
+                target = target.rpartition(".")[0]
+            if target and target != name and target != "envduels_dagster":
+                out.add(target)
+        graph[name] = out
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def planned_layout() -> tuple[dict[str, int], dict[str, str]]:
+    """(package -> level, flat core module -> planned package) from docs/ARCHITECTURE.md "Planned layout"."""
+    text = ARCHITECTURE.read_text()
+    section = text[text.index("## Planned layout"):]
+    levels = {m[1]: int(m[2]) for m in re.finditer(r"^\| `core/(\w+)(?:/|\.py)` \| (\d+) \|", section, re.M)}
+    planned = {m[1]: m[2] for m in re.finditer(r"^\| `core/(\w+)\.py` \| `core/(\w+)/\w+\.py` \|", section, re.M)}
+    return levels, planned
+
+
+def core_package(module: str, planned: dict[str, str]) -> str | None:
+    """The planned package of a core module (its directory once moved), None outside core."""
+    parts = module.split(".")
+    if parts[:2] != ["envduels_dagster", "core"] or len(parts) < 3:
+        return None
+    if len(parts) == 3 and parts[2] not in planned:  # a flat module: protocol, or one the table must list
+        return parts[2]
+    return planned[parts[2]] if len(parts) == 3 else parts[2]
+
+
+def test_the_circle_finder_sees_a_circle_through_three_modules():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_anywhere_in_the_package():
+    found = circles(package_graph())
+    assert found == [], (f"import circles {found}: break each by moving what both sides share into a lower module "
+                         "(see core/cache_batching.py, core/models/litellm_call.py) or by naming the higher module "
+                         "as data (core/sandbox/launchers.BUILTIN)")
+
+
+def test_assets_never_import_sim():
+    bad = {rel: sorted(m for m in imported_modules(PACKAGE / rel) if m.startswith("envduels_dagster.sim"))
+           for rel in modules() if not rel.startswith("sim/") and rel not in IMPORTS_SIM_ALLOWED}
+    bad = {rel: mods for rel, mods in bad.items() if mods}
+    assert bad == {}, f"{bad}: only sim/ (and the serve-sim command) may import sim/; ask the provider for a " \
+                      "capability instead (core/models/capabilities.py)"
+
+
+def test_every_flat_core_module_has_a_planned_package_with_a_level():
+    levels, planned = planned_layout()
+    assert {"protocol", "models", "stats", "sandbox"} <= set(levels)
+    flat = sorted(p.stem for p in (PACKAGE / "core").glob("*.py") if p.stem not in {"__init__", "protocol"})
+    missing = [m for m in flat if m not in planned]
+    assert missing == [], f"core/{missing}: add a row to docs/ARCHITECTURE.md \"Planned layout\" (its future package)"
+    unknown = sorted({p for p in planned.values() if p not in levels})
+    assert unknown == [], f"planned packages {unknown} have no level in docs/ARCHITECTURE.md \"Planned layout\""
+    for pkg in (p.name for p in (PACKAGE / "core").iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        assert pkg in levels, f"core/{pkg}/ has no level in docs/ARCHITECTURE.md \"Planned layout\""
+
+
+def test_no_core_import_runs_up_a_level_or_across_packages_of_one_level():
+    levels, planned = planned_layout()
+    bad = []
+    for module, targets in package_graph().items():
+        here = core_package(module, planned)
+        if here is None:
+            continue
+        for target in targets:
+            there = core_package(target, planned)
+            if there is None or there == here:
+                continue
+            if there in levels and here in levels and levels[there] >= levels[here]:
+                bad.append(f"{module} ({here}, level {levels[here]}) -> {target} ({there}, level {levels[there]})")
+    assert bad == [], "imports against the planned layers (docs/ARCHITECTURE.md):\n" + "\n".join(sorted(bad))
+
+
+@pytest.mark.xfail(strict=False, reason="issue 29: the lead's move script makes core/ packages only (docs/ARCHITECTURE.md)")
+def test_core_holds_packages_and_the_protocol_only():
+    flat = sorted(p.name for p in (PACKAGE / "core").glob("*.py") if p.name not in {"__init__.py", "protocol.py"})
+    assert flat == [], f"flat modules left in core/: {flat}"

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from envduels_dagster.core.protocol import EnvironmentSpec
+from envduels_dagster.core.storage import switch_latest
 
 IMPORT_PREFIX = "import:"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # as registry names (core/registry.py)
@@ -103,8 +104,6 @@ def stage_export(specs: list[EnvironmentSpec], home: Path, name: str) -> Path:
     Only what the manifest names is copied (sources, seeds, the hint), so the staged copy holds
     nothing the user's directory happened to contain besides. Staging the same content twice is a no-op.
     """
-    from envduels_dagster.core.training_export import switch_latest
-
     root = imports_root(home) / name
     version = content_digest(specs)
     final = root / version

@@ -14,7 +14,7 @@ import json
 import threading
 from typing import Any
 
-from envduels_dagster.core.cache import BatchedPuts
+from envduels_dagster.core.cache_batching import BatchedPuts
 
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 TABLE = "envduels_calls"

@@ -24,6 +24,7 @@ import os
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,3 +189,16 @@ def retry_conflicts(work: Callable[[], T], attempts: int = 30, base_s: float = 0
                 raise
             time.sleep(random.uniform(0, min(max_s, base_s * 2 ** attempt)))
     raise AssertionError("unreachable")
+
+
+# Hidden work in progress beside published versions (removed by the next writer: training_export, imports).
+TMP_PREFIX = ".tmp-"
+
+
+def switch_latest(root: Path, version: str) -> None:
+    """Point ``root/latest`` at ``version`` atomically (a reader sees the old or the new target, never neither).
+
+    Shared by the training exports and the staged imports: a storage primitive, so neither imports the other."""
+    tmp_link = root / f"{TMP_PREFIX}latest-{uuid.uuid4().hex}"
+    os.symlink(version, tmp_link)
+    os.replace(tmp_link, root / "latest")

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,8 @@ from envduels_dagster.core.export_contract import (
     PromptRow,
 )
 from envduels_dagster.core.protocol import SOLVER_SYSTEM_PROMPT, first_user_message, sha256_text
+from envduels_dagster.core.storage import TMP_PREFIX, switch_latest
 
-TMP_PREFIX = ".tmp-"
 CHECKSUMS = "SHA256SUMS"
 
 
@@ -156,13 +155,6 @@ def _write_parquet(path: Path, rows: list[dict]) -> None:
         conn.execute(f"COPY rows TO '{path}' (FORMAT PARQUET)")
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
-
-
-def switch_latest(learner_root: Path, version: str) -> None:
-    """Point ``latest`` at ``version`` atomically (a reader sees the old or the new target, never neither)."""
-    tmp_link = learner_root / f"{TMP_PREFIX}latest-{uuid.uuid4().hex}"
-    os.symlink(version, tmp_link)
-    os.replace(tmp_link, learner_root / "latest")
 
 
 def _sha256_file(path: Path) -> str:

@@ -75,6 +75,10 @@ def build_training_set(learner: str, episodes: pd.DataFrame, envs: pd.DataFrame,
 
     ``episodes`` may hold every solver (any author, any round): the other learners' rows only fit the
     joint prior of the rates; the rows are the learner's."""
+    # Why not the env_solver_stats mart: the mart counts committed seeds only and is per round, while the
+    # adaptive sampler decided membership on every seed it played (sampling = 'adaptive' included), and a
+    # lineage's newest valid version replaces its parents across rounds. The matched seeds are the same
+    # definition either way (core/stats/matched_sql.py, run here on the frame; the mart runs the dbt macro).
     stats = env_solver_stats(episodes[~episodes["env_id"].isin(superseded_env_ids(envs))])
     peer = stats[stats["author"] != stats["solver"]]
     prior = ja.fit_joint_prior(*ja.counts(peer))

@@ -15,7 +15,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from envduels_dagster.core.model_strings import sim_profile, sim_skill_ranks
+from envduels_dagster.core.models.capabilities import skill_ranks, trainers
 from envduels_dagster.core.pair_play import (
     AllCallsFailed,
     PairOptions,
@@ -190,11 +190,21 @@ def test_skill_vs_change_correlates_round_one_only():
     assert 0 < out["skill_vs_design_change_p"] < 0.05
 
 
-def test_sim_model_strings_name_their_profile_and_nothing_else():
-    assert sim_profile("envduels-sim/expert") == "expert"
-    assert sim_profile("openai/gpt-4o-mini") is None
-    models = [("x", "envduels-sim/expert"), ("y", "openai/gpt-4o-mini"), ("z", "envduels-sim/unknown")]
-    assert sim_skill_ranks(models, {"expert": 2}) == {"x": 2}
+def test_skill_ranks_and_trainers_come_from_the_providers_that_offer_them():
+    from envduels_dagster.sim.profiles import PROFILES
+    from envduels_dagster.sim.training import ProfileGateway
+
+    models = [("x", "envduels-sim/expert"), ("y", "openai/gpt-4o-mini"), ("z", "envduels-sim/unknown"),
+              ("w", "envduels-sim/novice@puzzle"), ("v", "nosuchprefix/m")]
+    assert skill_ranks(models) == {"x": PROFILES["expert"].skill_rank, "w": PROFILES["novice"].skill_rank}
+
+    class Entry:
+        def __init__(self, name, model):
+            self.name, self.model = name, model
+
+    found, skipped = trainers([Entry("e", "envduels-sim/expert"), Entry("g", "openai/gpt-4o-mini")])
+    assert list(found) == ["e"] and skipped == ["g"]
+    assert isinstance(found["e"]([]), ProfileGateway)  # trained on nothing: the profile itself
 
 
 def test_ui_tables_and_the_lift_grid_mark_intervals_and_self_pairs():
@@ -216,7 +226,7 @@ def test_these_policies_need_no_dagster():
 
     code = ("import sys; import envduels_dagster.core.training_set, envduels_dagster.core.pair_play, "
             "envduels_dagster.core.hardening, envduels_dagster.core.progress, envduels_dagster.core.lift_study, "
-            "envduels_dagster.core.staleness, envduels_dagster.core.reporting, envduels_dagster.core.model_strings; "
+            "envduels_dagster.core.staleness, envduels_dagster.core.reporting, envduels_dagster.core.models.capabilities; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'dagster_duckdb', 'dagster_dbt')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -7,31 +7,21 @@
 -- Seeds the adaptive sampler played only because earlier outcomes left its verdict open (episodes.sampling =
 -- 'adaptive') are left out too: a mean over a data-dependent number of seeds is biased; the seeds committed
 -- before any outcome (every fixed-design seed, the sampler's first min_seeds) are not (docs/STATISTICS.md).
-with episodes as (
-    select round, env_id, author, solver, seed, condition, status
-    from {{ source('warehouse', 'episodes') }}
-    where coalesce(sampling, 'fixed') <> 'adaptive'
-),
-
-environments as (
+with environments as (
     select round, env_id, any_value(domain) as domain, any_value(family) as family, bool_and(valid) as valid
     from {{ source('warehouse', 'environments') }}
     group by round, env_id
 ),
 
+-- the matched seeds (macros/matched_seeds.sql: the one SQL definition), committed seeds only
 seeds as (
-    select round, env_id, author, solver, seed,
-           max(case when condition = 'cold' then (status = 'success')::integer end) as y_cold,
-           max(case when condition = 'hinted' then (status = 'success')::integer end) as y_hint
-    from episodes
-    where status <> 'incomplete'
-    group by round, env_id, author, solver, seed
+    {{ matched_seeds(source('warehouse', 'episodes'), ['round', 'env_id', 'author', 'solver'], committed_seed()) }}
 ),
 
 incomplete as (
     select round, env_id, solver, count(*) as n_incomplete
-    from episodes
-    where status = 'incomplete'
+    from {{ source('warehouse', 'episodes') }}
+    where status = 'incomplete' and {{ committed_seed() }}
     group by round, env_id, solver
 )
 
@@ -49,13 +39,9 @@ select s.round::integer as round,
        avg(s.y_hint - s.y_cold)::double as lift,
        (avg(s.y_hint) filter (where s.y_cold = 0))::double as rescue,
        (avg(1 - s.y_hint) filter (where s.y_cold = 1))::double as harm,
-       case when avg(s.y_cold) > 0 then 'wasted'
-            when avg(s.y_hint) > 0 then 'learnable'
-            else 'noise' end as category
+       {{ category('avg(s.y_cold)', 'avg(s.y_hint)') }} as category
 from seeds as s
 left join environments as e on e.round = s.round and e.env_id = s.env_id
 left join incomplete as i on i.round = s.round and i.env_id = s.env_id and i.solver = s.solver
-where s.y_cold is not null
-  and s.y_hint is not null
-  and coalesce(e.valid, true)
+where coalesce(e.valid, true)
 group by s.round, s.env_id, s.author, s.solver

@@ -38,7 +38,7 @@ boot as (
 incomplete as (
     select round, author, solver, count(*) as n_incomplete
     from {{ source('warehouse', 'episodes') }}
-    where status = 'incomplete' and coalesce(sampling, 'fixed') <> 'adaptive'  -- as env_solver_stats
+    where status = 'incomplete' and {{ committed_seed() }}  -- as env_solver_stats
     group by round, author, solver
 )
 

@@ -21,7 +21,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.shared import OWNERS, table_metadata, table_version
-from envduels_dagster.core.model_strings import sim_skill_ranks
+from envduels_dagster.core.models.capabilities import skill_ranks
 from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
@@ -85,7 +85,6 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     from envduels_dagster.core.rankings import compute_rankings
     from envduels_dagster.core.stats.multiple import lift_grid_tests
     from envduels_dagster.core.warehouse import replace_table
-    from envduels_dagster.sim.profiles import PROFILES
 
     round_ = settings.rankings_round
     with warehouse.get_connection() as conn:
@@ -97,8 +96,7 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     if stats.empty:
         raise dg.Failure(f"env_solver_stats has no round-{round_} rows: materialize the round's episodes and the "
                          "dbt marts first (DuelSettings.rankings_round picks the round)")
-    skill = sim_skill_ranks(registry[["name", "model"]].itertuples(index=False),
-                            {name: p.skill_rank for name, p in PROFILES.items()})
+    skill = skill_ranks(registry[["name", "model"]].itertuples(index=False))  # providers that state one
     table, summary = compute_rankings(stats, duels, n_boot=config.n_boot, seed=config.seed,
                                       bt_prior=config.bt_prior, n_perm=config.n_perm, skill_rank=skill or None,
                                       round_=round_)

@@ -6,9 +6,10 @@ dbt. Columns beyond the contract's core are optional: their rules are skipped, a
 reported as skipped, when a column is absent.
 
 The cross-check that incomplete episodes are never counted recomputes, from the
-``episodes`` table, the number of matched seeds (both conditions completed), the
-number of incomplete episodes and the lift (mean over environments of the mean
-matched-seed difference, DESIGN §6) per pair, and compares them with the mart.
+``episodes`` table, the number of matched seeds (both conditions completed; the one
+definition in ``core/stats/matched_sql.py``), the number of incomplete episodes and the
+lift (mean over environments of the mean matched-seed difference, DESIGN §6) per pair,
+and compares them with the mart.
 """
 
 
@@ -52,6 +53,8 @@ WARN = frozenset({"every_model_present", "sample_size_minimum"})
 def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
     import pandas as pd
 
+    from envduels_dagster.core.stats.matched_sql import COMMITTED, matched_seeds_sql  # (imports numpy: lazily)
+
     cat = Catalog(conn)
     table = cat.table("pair_lift")
     if table is None:
@@ -68,18 +71,9 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
     keys = (["round"] if "round" in cols and "round" in cat.columns("episodes") else []) + ["author", "solver"]
     k = ", ".join(keys)
     # Seeds the adaptive sampler played conditionally (sampling = 'adaptive') never enter the mart.
-    committed = ("coalesce(sampling, 'fixed') <> 'adaptive'" if "sampling" in cat.columns("episodes") else "TRUE")
+    committed = COMMITTED if "sampling" in cat.columns("episodes") else "TRUE"
     expected = query(conn, f"""
-        WITH done AS (
-            SELECT env_id, {k}, seed, condition, (status = 'success')::DOUBLE AS y
-            FROM {episodes} WHERE status <> 'incomplete' AND {committed}),
-        matched AS (
-            SELECT env_id, {k}, seed,
-                   max(y) FILTER (WHERE condition = 'cold') AS y_cold,
-                   max(y) FILTER (WHERE condition = 'hinted') AS y_hint
-            FROM done GROUP BY env_id, {k}, seed
-            HAVING count(*) FILTER (WHERE condition = 'cold') > 0
-               AND count(*) FILTER (WHERE condition = 'hinted') > 0),
+        WITH matched AS ({matched_seeds_sql(episodes, ["env_id", *keys], committed)}),
         per_env AS (
             SELECT {k}, env_id, avg(y_hint - y_cold) AS env_lift, count(*) AS n
             FROM matched GROUP BY {k}, env_id),

@@ -25,14 +25,12 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
                   settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.learning_study import correlation_summary
     from envduels_dagster.core.lift_study import run_study
-    from envduels_dagster.core.model_strings import sim_profile
     from envduels_dagster.core.models import run_and_close
+    from envduels_dagster.core.models.capabilities import trainers
     from envduels_dagster.core.warehouse import read_table, replace_rows
-    from envduels_dagster.sim.training import sim_trainer
 
     registry = gateway.registry()
-    learners = {m.name: sim_trainer(sim_profile(m.model)) for m in registry.models if m.is_simulated}
-    skipped = [m.name for m in registry.models if not m.is_simulated]
+    learners, skipped = trainers(registry.models)  # the models whose provider can train them (the simulated)
     with warehouse.get_connection() as conn:
         envs = read_table(conn, "environments", {"round": 0})
         training = read_table(conn, "training_set")  # used when study_train_on == "training_set"

@@ -66,18 +66,13 @@ def recomputed_admission(conn, episodes: str, envs: str, ts, learner: str, min_h
     import pandas as pd
 
     from envduels_dagster.core.stats import joint_admission as ja
+    from envduels_dagster.core.stats.matched_sql import matched_seeds_sql
 
     counts = query(conn, f"""
         WITH superseded AS (SELECT DISTINCT parent_env_id AS env_id FROM {envs}
                             WHERE valid AND parent_env_id IS NOT NULL),
-        done AS (SELECT env_id, author, solver, seed, condition, (status = 'success')::DOUBLE AS y FROM {episodes}
-                 WHERE status <> 'incomplete' AND env_id NOT IN (SELECT env_id FROM superseded)),
-        matched AS (SELECT env_id, author, solver, seed,
-                           max(y) FILTER (WHERE condition = 'cold') AS y_cold,
-                           max(y) FILTER (WHERE condition = 'hinted') AS y_hint
-                    FROM done GROUP BY env_id, author, solver, seed
-                    HAVING count(*) FILTER (WHERE condition = 'cold') > 0
-                       AND count(*) FILTER (WHERE condition = 'hinted') > 0)
+        matched AS ({matched_seeds_sql(episodes, ["env_id", "author", "solver"],
+                                       "env_id NOT IN (SELECT env_id FROM superseded)")})
         SELECT env_id, author, solver, sum(y_cold) AS k_cold, sum(y_hint) AS k_hint, count(*) AS n
         FROM matched GROUP BY env_id, author, solver ORDER BY env_id, solver""")
     peer = counts[counts["author"] != counts["solver"]]
@@ -98,6 +93,8 @@ def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_se
                 method: str = "rule", threshold: float = 0.5, cold_ceiling: float = 0.25) -> list[Frame]:
     import numpy as np  # noqa: PLC0415 - loading the definitions imports no numpy (tests/assets/test_code_location.py)
 
+    from envduels_dagster.core.stats.matched_sql import matched_seeds_sql
+
     cat = Catalog(conn)
     table = cat.table("training_set")
     if table is None:
@@ -109,17 +106,7 @@ def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_se
                                                  "duel_episodes and authored_environments"))
     df = query(conn, f"""
         WITH ts AS (SELECT * FROM {table} WHERE learner = ?),
-        done AS (
-            SELECT env_id, seed, condition, (status = 'success')::DOUBLE AS y
-            FROM {episodes} WHERE solver = ? AND status <> 'incomplete'
-              AND env_id IN (SELECT env_id FROM ts)),
-        matched AS (
-            SELECT env_id, seed,
-                   max(y) FILTER (WHERE condition = 'cold') AS y_cold,
-                   max(y) FILTER (WHERE condition = 'hinted') AS y_hint
-            FROM done GROUP BY env_id, seed
-            HAVING count(*) FILTER (WHERE condition = 'cold') > 0
-               AND count(*) FILTER (WHERE condition = 'hinted') > 0),
+        matched AS ({matched_seeds_sql(episodes, ["env_id"], "solver = ? AND env_id IN (SELECT env_id FROM ts)")}),
         observed AS (
             SELECT env_id, avg(y_cold) AS observed_p_cold, avg(y_hint) AS observed_p_hint,
                    count(*) AS observed_n_seeds

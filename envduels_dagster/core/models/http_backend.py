@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from envduels_dagster.core.models.litellm_backend import wire_request
+from envduels_dagster.core.models.litellm_call import wire_request
 from envduels_dagster.core.models.types import BackendCall, BackendOptions, Completion
 
 if TYPE_CHECKING:

@@ -8,86 +8,17 @@ to download one).
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from envduels_dagster.core.models.contract import WIRE_FIELD, to_wire
-from envduels_dagster.core.models.errors import MalformedResponse
+# The call itself lives in litellm_call (shared with the worker processes); its names stay importable here.
+from envduels_dagster.core.models.litellm_call import litellm_call, litellm_module, wire_request
 from envduels_dagster.core.models.types import BackendCall, BackendOptions, Completion
 
 if TYPE_CHECKING:
     from envduels_dagster.core.models.litellm_workers import LitellmWorkers
     from envduels_dagster.core.registry import ModelEntry
 
-
-def litellm_module():
-    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # never download the price map
-    import litellm  # slow (~4 s): imported only when a non-simulated model is called
-
-    litellm.suppress_debug_info = True
-    litellm.telemetry = False
-    return litellm
-
-
-def wire_request(entry: ModelEntry, call: BackendCall) -> dict[str, Any] | None:
-    """The typed request for the body, only for endpoints declared as envduels serve-sim servers."""
-    if entry.request_contract and call.request is not None:
-        return to_wire(call.request)
-    return None
-
-
-async def litellm_call(entry: ModelEntry, messages, seed, api_key, timeout_s, unpriced: set[str] | None = None,
-                       request: dict[str, Any] | None = None) -> tuple[str, int, int, float | None]:
-    """One litellm call -> (text, prompt_tokens, completion_tokens, cost or None for the registry's prices).
-
-    Cost: litellm prices every response itself (``_hidden_params["response_cost"]``); we read
-    that instead of pricing it a second time. Where the registry gives prices, or litellm's
-    price map turned out not to know the model (``unpriced``), we pass explicit per-token
-    prices so that litellm skips its price-map search (~1 ms of CPU per call for unknown models).
-    ``request``: the wire form of the typed request (serve-sim endpoints only), sent as an extra body field.
-    """
-    litellm = litellm_module()
-    kwargs: dict[str, Any] = dict(model=entry.model, messages=messages, temperature=entry.temperature,
-                                  max_tokens=entry.max_tokens, timeout=timeout_s, max_retries=0)
-    registry_priced = bool(entry.input_cost_per_mtok or entry.output_cost_per_mtok)
-    if registry_priced or (unpriced is not None and entry.model in unpriced):
-        kwargs["input_cost_per_token"] = entry.input_cost_per_mtok / 1e6
-        kwargs["output_cost_per_token"] = entry.output_cost_per_mtok / 1e6
-    if entry.api_base:
-        kwargs["api_base"] = entry.api_base
-    if api_key:
-        kwargs["api_key"] = api_key
-    elif entry.api_base:
-        kwargs["api_key"] = "no-key"  # self-hosted OpenAI-compatible servers (vLLM, Ollama) often need none
-    if seed is not None:
-        kwargs["seed"] = seed
-    if request is not None:
-        kwargs["extra_body"] = {WIRE_FIELD: request}
-    response = await litellm.acompletion(**kwargs)
-    try:
-        text = response.choices[0].message.content
-        usage = response.usage
-        pt, ct = int(usage.prompt_tokens), int(usage.completion_tokens)
-    except (AttributeError, IndexError, TypeError, ValueError) as exc:
-        raise MalformedResponse(f"response lacks content or usage: {exc}") from None
-    if not isinstance(text, str):
-        raise MalformedResponse("response content is not text")
-    cost = None
-    if not registry_priced and "input_cost_per_token" not in kwargs:
-        hidden = getattr(response, "_hidden_params", None) or {}
-        try:
-            cost = hidden.get("response_cost")
-            cost = float(cost) if cost is not None else None
-        except (TypeError, ValueError, AttributeError):
-            cost = None
-        if cost is None:  # unknown models have no price; fall back to registry prices (0)
-            try:
-                cost = float(litellm.completion_cost(completion_response=response))
-            except Exception:  # noqa: BLE001
-                cost = None
-                if unpriced is not None:
-                    unpriced.add(entry.model)
-    return text, pt, ct, cost
+__all__ = ["LitellmBackend", "litellm_call", "litellm_module", "wire_request"]
 
 
 class LitellmBackend:

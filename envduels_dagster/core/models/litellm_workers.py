@@ -12,7 +12,7 @@ import os
 import sys
 
 from envduels_dagster.core.models.errors import classify_exception, safe_message
-from envduels_dagster.core.models.litellm_backend import litellm_call, litellm_module
+from envduels_dagster.core.models.litellm_call import litellm_call, litellm_module
 from envduels_dagster.core.models.types import BackendError
 from envduels_dagster.core.registry import ModelEntry
 

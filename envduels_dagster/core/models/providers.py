@@ -2,9 +2,12 @@
 
 Why a table of ``"module:attr"`` strings resolved at call time: backends are imported only
 when a model needs them (litellm takes ~4.5 s to import), and the engine never imports the
-simulated models, which register themselves here as one more provider (as inspect_ai's mock
-model is just another ``@modelapi`` provider). Packages may add providers through the entry
-point group ``envduels_dagster.providers`` (name = prefix, value = ``module:Class``).
+simulated models, which register themselves as one more provider (as inspect_ai's mock model is
+just another ``@modelapi`` provider) through the entry point group ``envduels_dagster.providers``
+(name = prefix, value = ``module:Class``; this project's own ``envduels-sim`` is declared in
+pyproject.toml like any other package's). What a provider offers beyond calls (a skill rank for the
+rankings' control, a trainer for the studies) is an optional attribute asked for by name
+(:func:`capability`, ``core/models/capabilities.py``), never by the provider's name.
 
 Resolution of ``<prefix>/<model>``: a provider registered for the prefix; else, for any of
 litellm's providers, the lean OpenAI-compatible client (``openai``/``hosted_vllm`` with an
@@ -17,17 +20,20 @@ import difflib
 import importlib
 from functools import cache, lru_cache
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from envduels_dagster.core.registry import ModelEntry
+
+class Routed(Protocol):
+    """What routing reads of a registry entry (``core.registry.ModelEntry``, which imports this module)."""
+
+    @property
+    def uses_fast_client(self) -> bool: ...
 
 ENTRY_POINT_GROUP = "envduels_dagster.providers"
 
-# Providers by prefix. The simulated models live outside core and are named, never imported, here.
-PROVIDERS: dict[str, str] = {
-    "envduels-sim": "envduels_dagster.sim.provider:SimBackend",
-}
+# Built-in providers by prefix (none today): the simulated models register through the entry point
+# (pyproject.toml), so core never names them. A prefix here wins over a plugin's claim.
+PROVIDERS: dict[str, str] = {}
 
 # Backends for litellm's providers, chosen per entry.
 LITELLM_BACKEND = "litellm"
@@ -82,7 +88,7 @@ def known_prefixes() -> list[str]:
     return sorted(_providers()) + sorted(LITELLM_PROVIDERS - set(_providers()))
 
 
-def backend_name(model: str, entry: ModelEntry | None = None) -> str:
+def backend_name(model: str, entry: Routed | None = None) -> str:
     """The backend serving ``model`` (a provider prefix, ``litellm`` or ``openai-http``)."""
     prefix = model.split("/", 1)[0]
     if prefix in _providers():
@@ -93,7 +99,9 @@ def backend_name(model: str, entry: ModelEntry | None = None) -> str:
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise UnknownProviderError(
         f"model {model!r}: no backend for the provider prefix {prefix!r}{hint}; known prefixes: "
-        f"{', '.join(sorted(_providers()))}, and litellm's: {', '.join(sorted(LITELLM_PROVIDERS))}")
+        f"{', '.join(sorted(_providers())) or '(no provider plugin installed)'}, and litellm's: "
+        f"{', '.join(sorted(LITELLM_PROVIDERS))}; a plugin's prefix exists once its package is installed "
+        f"(this project's own: make install)")
 
 
 @cache
@@ -118,9 +126,15 @@ def check_model_string(model: str) -> None:
             check(model)
 
 
+def capability(model: str, name: str) -> Any:
+    """The optional attribute ``name`` of the provider registered for ``model``'s prefix; None when the
+    model is not a registered provider's or its provider does not offer it (litellm's never do)."""
+    prefix = model.split("/", 1)[0]
+    if prefix not in _providers():
+        return None
+    return getattr(backend_class(prefix), name, None)
+
+
 def is_simulated(model: str) -> bool:
-    try:
-        name = backend_name(model)
-    except UnknownProviderError:
-        return False
-    return name in _providers() and bool(getattr(backend_class(name), "simulated", False))
+    """The provider declares itself simulated (the registry's ``simulated`` column)."""
+    return bool(capability(model, "simulated"))

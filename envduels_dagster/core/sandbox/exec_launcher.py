@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from envduels_dagster.core.sandbox.launchers import WORKER_SCRIPT, Launcher, register
+from envduels_dagster.core.sandbox.launchers import WORKER_SCRIPT, Launcher
 from envduels_dagster.core.sandbox.limits import SandboxError, SandboxLimits
 
 BWRAP_MISSING = "wrapper 'bwrap' is not installed (Debian: apt-get install -y bubblewrap)"
@@ -68,7 +68,6 @@ async def start_interpreter(argv: list[str], req_r: int, rep_w: int, workdir: st
     return ExecProcess(proc, wrapped)
 
 
-@register("exec")
 class ExecLauncher(Launcher):
     """``python -I -S -B worker.py``: request pipe on stdin, reply pipe on stdout."""
 
@@ -77,7 +76,6 @@ class ExecLauncher(Launcher):
         return await start_interpreter(argv, req_r, rep_w, workdir, wrapped=False)
 
 
-@register("bwrap")
 class BwrapLauncher(Launcher):
     """The same worker inside bubblewrap's pid, network, IPC, UTS and cgroup namespaces."""
 

@@ -19,8 +19,7 @@ import subprocess
 import sys
 import threading
 
-from envduels_dagster.core.sandbox import exec_launcher  # noqa: F401 - registers the fallback
-from envduels_dagster.core.sandbox.launchers import WORKER_SCRIPT, Launcher, get_launcher, register
+from envduels_dagster.core.sandbox.launchers import WORKER_SCRIPT, Launcher, get_launcher
 from envduels_dagster.core.sandbox.limits import SandboxError, SandboxLimits
 
 
@@ -205,7 +204,6 @@ class ForkServerPool:
         self.retired.clear()
 
 
-@register("fork_server")
 class ForkServerLauncher(Launcher):
     """Forks workers from ``pool``; falls back to a fresh interpreter when no fork server can be had."""
 

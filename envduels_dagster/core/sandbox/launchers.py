@@ -3,7 +3,7 @@
 Why an interface: the sandbox handle (``SandboxedEnv``) must not care whether its
 worker was forked from a preloaded template, started as a fresh interpreter, or
 started inside bubblewrap -- the confinement inside the worker is the same, only
-speed and the outer layer differ. Each launcher registers under a name;
+speed and the outer layer differ. Each launcher is found by a name (``BUILTIN``, or ``register``);
 ``SandboxLimits.launcher`` picks one, and tests/core/sandbox/test_sandbox_conformance.py runs one
 conformance suite (``self_check.py``) against every registered launcher.
 """
@@ -11,6 +11,8 @@ conformance suite (``self_check.py``) against every registered launcher.
 from __future__ import annotations
 
 import abc
+import importlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -54,35 +56,48 @@ class Launcher(abc.ABC):
         Raises ``SandboxError("sandbox_unavailable", ...)`` when no worker can be had."""
 
 
+# The built-in launchers, by name: imported on first use. Named here as data, never imported: each
+# launcher module imports this interface, so importing them from here would make a circle.
+BUILTIN: dict[str, str] = {
+    "exec": "envduels_dagster.core.sandbox.exec_launcher:ExecLauncher",
+    "bwrap": "envduels_dagster.core.sandbox.exec_launcher:BwrapLauncher",
+    "fork_server": "envduels_dagster.core.sandbox.fork_server:ForkServerLauncher",
+}
 _REGISTRY: dict[str, Launcher] = {}
+_LOCK = threading.Lock()  # one shared instance per name, even when two threads ask first at once
 L = TypeVar("L", bound=type[Launcher])
 
 
+def _install(name: str, cls: type[Launcher]) -> Launcher:
+    instance = cls()
+    instance.name = name
+    _REGISTRY[name] = instance
+    return instance
+
+
 def register(name: str) -> Callable[[L], L]:
-    """Class decorator: one shared instance of the launcher, found by ``name``."""
+    """Class decorator for a launcher from another package: one shared instance, found by ``name``."""
 
     def deco(cls: L) -> L:
-        instance = cls()
-        instance.name = name
-        _REGISTRY[name] = instance
+        _install(name, cls)
         return cls
 
     return deco
 
 
 def get_launcher(name: str) -> Launcher:
-    _load_builtin()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown sandbox launcher {name!r}; registered: {sorted(_REGISTRY)}") from None
+    """The shared instance of the launcher registered (or built in) under ``name``."""
+    launcher = _REGISTRY.get(name)
+    if launcher is not None:
+        return launcher
+    target = BUILTIN.get(name)
+    if target is None:
+        raise ValueError(f"unknown sandbox launcher {name!r}; registered: {launcher_names()}")
+    module, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    with _LOCK:
+        return _REGISTRY.get(name) or _install(name, cls)
 
 
 def launcher_names() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
-
-
-def _load_builtin() -> None:
-    # The built-in launchers register themselves when their modules are imported.
-    from envduels_dagster.core.sandbox import exec_launcher, fork_server  # noqa: F401
+    return sorted({*BUILTIN, *_REGISTRY})

@@ -17,6 +17,7 @@ import pandas as pd
 
 from envduels_dagster.core.stats.bootstrap import cluster_bootstrap_mean
 from envduels_dagster.core.stats.intervals import mean_interval
+from envduels_dagster.core.stats.matched_sql import matched_seeds_sql
 from envduels_dagster.core.stats.rules import admits, categorize
 
 KEY = ["round", "env_id", "author", "solver"]  # one environment x solver, within its round
@@ -30,16 +31,19 @@ def with_round(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def matched_seeds(episodes: pd.DataFrame) -> pd.DataFrame:
-    """One row per (round, env, solver, seed) with y_cold and y_hint, completed conditions only."""
+    """One row per (round, env, solver, seed) with y_cold and y_hint, completed conditions only.
+
+    The definition is the SQL of ``matched_sql.matched_seeds_sql`` (the checks run the same text in the
+    warehouse; the dbt macro ``matched_seeds`` is held equal to it), run here on the frame by DuckDB."""
+    import duckdb
+
     episodes = with_round(episodes)
     done = episodes[episodes["status"] != "incomplete"]
     if done.empty:
         return pd.DataFrame(columns=[*KEY, "seed", "y_cold", "y_hint"])
-    wide = (done.assign(y=(done["status"] == "success").astype(float))
-            .pivot_table(index=[*KEY, "seed"], columns="condition", values="y",
-                         aggfunc="first"))
-    wide = wide.reindex(columns=["cold", "hinted"]).dropna()
-    return wide.rename(columns={"cold": "y_cold", "hinted": "y_hint"}).reset_index()
+    with duckdb.connect() as conn:
+        conn.register("episodes", episodes[[*KEY, "seed", "condition", "status"]])
+        return conn.execute(f"{matched_seeds_sql('episodes', KEY)} ORDER BY ALL").df()
 
 
 def env_solver_stats(episodes: pd.DataFrame) -> pd.DataFrame:

@@ -26,6 +26,18 @@ def test_every_built_in_launcher_is_registered():
         get_launcher("docker")
 
 
+def test_a_built_in_launcher_is_one_shared_instance_even_when_threads_ask_first_at_once(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envduels_dagster.core.sandbox import launchers
+
+    monkeypatch.setattr(launchers, "_REGISTRY", {})  # as in a fresh process: nothing resolved yet
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: get_launcher("exec"), range(32)))
+    assert len({id(g) for g in got}) == 1 and isinstance(got[0], ExecLauncher) and got[0].name == "exec"
+    assert launchers._REGISTRY == {"exec": got[0]}
+
+
 @pytest.mark.parametrize("check", CHECKS, ids=[c.__name__ for c in CHECKS])
 @pytest.mark.parametrize("launcher", launcher_names())
 def test_launcher_passes_the_conformance_check(launcher, check):

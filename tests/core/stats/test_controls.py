@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from envduels_dagster.core.model_strings import sim_profile
 from envduels_dagster.core.registry import load_registry
 from envduels_dagster.sim.profiles import AUTHOR_KNOBS, PROFILES, get_profile
+from envduels_dagster.sim.provider import profile_for_model_string as sim_profile
 from tests.helpers.paths import REGISTRIES
 
 

@@ -269,12 +269,10 @@ def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistic
     dbt mart's row order differs from run to run (two demo runs gave different bt_strength_lower); duels are
     now sorted first, so the interval depends on the duels only."""
 
-    from envduels_dagster.core.model_strings import sim_skill_ranks as skill_ranks
-    from envduels_dagster.sim.profiles import PROFILES
+    from envduels_dagster.core.models.capabilities import skill_ranks
 
     def sim_skill_ranks(registry):  # what the rankings asset passes (assets/marts/assets.py)
-        return skill_ranks(registry[["name", "model"]].itertuples(index=False),
-                           {name: p.skill_rank for name, p in PROFILES.items()})
+        return skill_ranks(registry[["name", "model"]].itertuples(index=False))
 
     data = TESTS / "fixtures" / "demo_marts"
     read = lambda name: pd.read_parquet(data / f"{name}.parquet")  # noqa: E731
