@@ -38,3 +38,7 @@ def find_duplicate(source: str, earlier: Mapping[str, str], threshold: float) ->
 def duplicate_reason(env_id: str, score: float) -> str:
     """The reject reason; it starts with ``duplicate of <env_id>`` (what readers match on)."""
     return f"duplicate of {env_id} (AST similarity {score:.2f})"
+
+
+def is_duplicate(reject_reason: str | None) -> bool:
+    return bool(reject_reason) and str(reject_reason).startswith("duplicate of ")

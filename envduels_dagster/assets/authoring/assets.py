@@ -30,6 +30,7 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
                           warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.authoring import author_environments
     from envduels_dagster.core.authoring_plan import AuthoringPlanError
+    from envduels_dagster.core.duplicates import is_duplicate
     from envduels_dagster.core.imports import is_import
     from envduels_dagster.core.models import LLMError, run_and_close
     from envduels_dagster.core.registry import RegistryError
@@ -59,4 +60,5 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
     df = environments_frame(specs, entry.version, utcnow())
     return write_environments(warehouse, df, author, entry.version,
                               model_calls=sum(gw.stats.backend_calls.values()),
+                              duplicates=sum(is_duplicate(s.reject_reason) for s in specs),
                               cache_hits=sum(gw.stats.cache_hits.values()))
