@@ -102,3 +102,20 @@ def test_distinct_real_designs_are_not_duplicates_and_a_renamed_copy_is():
     assert renamed != sources[0]
     earlier = {f"real.r0.{k}": s for k, s in enumerate(sources[1:8], start=1)} | {"real.r0.0": sources[0]}
     assert find_duplicate(renamed, earlier, DEFAULT_DUPLICATE_THRESHOLD) == ("real.r0.0", pytest.approx(1.0))
+
+
+V2 = TESTS / "reply_corpus" / "authoring-v2"
+V2_PROMPTS = {0: author_messages(0, 2, family="string transformation", seeds=SEEDS),
+              1: author_messages(1, 2, family="logic puzzles", seeds=SEEDS,
+                                 earlier=["MirrorShiftEnv (string transformation (hidden rewrite rule))"])}
+
+
+@pytest.mark.parametrize("slot", [0, 1])
+def test_the_version_2_rehearsal_replies_are_read_and_their_prompts_are_todays(slot):
+    """Replies to version 2 written through hand_endpoint.py (tests/reply_corpus/authoring-v2/README.md)."""
+    assert V2_PROMPTS[slot][1]["content"] == (V2 / f"prompt_{slot}.txt").read_text()
+    spec = spec_from_reply("rehearsal", slot, (V2 / f"slot_{slot}.txt").read_text(), SEEDS,
+                           prompt_version=PROMPT_VERSION)
+    assert spec.class_name == ("MirrorShiftEnv", "WrongLabelsEnv")[slot]
+    checked = asyncio.run(validate_environment(spec))
+    assert (checked.valid, checked.winnability, checked.reject_reason) == (True, "proven", None)
