@@ -20,6 +20,7 @@ from envduels_dagster.core.models.contract import HardenRequest, PeerRates, Prom
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.stats.discrimination import discrimination
 
+HARDEN_PROMPT_VERSION = "harden-v1"  # stored with each rewritten environment (EnvironmentSpec.prompt_version)
 HARDEN_BRIEF = """Round {round}: harden your environment {env_id} using how other models played it.
 
 Your previous environment:
@@ -127,7 +128,7 @@ def child_from_reply(parent: EnvironmentSpec, reply: str, round_: int, slot: int
                 "parent_env_id": parent.env_id,
                 "author_meta": {**parent.author_meta, "keep": True, "keep_reason": str(data.get("reason", ""))}})
             return child, False
-    child = spec_from_reply(parent.author, slot, reply, list(parent.benchmark_seeds), round_)
+    child = spec_from_reply(parent.author, slot, reply, list(parent.benchmark_seeds), round_, HARDEN_PROMPT_VERSION)
     return child.model_copy(update={"parent_env_id": parent.env_id}), child.reject_reason is None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from envduels_dagster.core.authoring import author_messages, spec_from_reply
+from envduels_dagster.core.authoring import PROMPT_VERSION, author_messages, spec_from_reply
 from envduels_dagster.core.learning_study import COLUMNS, study_learner
 from envduels_dagster.core.validation import validate_environment
 from envduels_dagster.core.warehouse import specs_from_rows
@@ -29,7 +29,7 @@ async def heldout_environments(gw, author: str, count: int, seeds: list[int], li
     envs = []
     for slot in range(count):
         reply = await gw.chat(author, author_messages(slot, count, HELDOUT_BRIEF, seeds), seed=slot)
-        spec = spec_from_reply(author, slot, reply.text, seeds)
+        spec = spec_from_reply(author, slot, reply.text, seeds, prompt_version=PROMPT_VERSION)
         envs.append(await validate_environment(spec, limits) if spec.reject_reason is None else spec)
     return envs
 

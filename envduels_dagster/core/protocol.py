@@ -112,6 +112,9 @@ class EnvironmentSpec(BaseModel):
     author_prompt_tokens: int = 0
     author_completion_tokens: int = 0
     author_cost_usd: float | None = None
+    # The authoring prompt the reply answered ("author-v2", core/authoring.PROMPT_VERSION; "harden-v1" for a
+    # hardening round's rewrite); None for imports and for rows written before it was recorded.
+    prompt_version: str | None = None
 
     def model_post_init(self, _ctx: Any) -> None:
         if not self.source_sha256:

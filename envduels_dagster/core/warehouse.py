@@ -32,7 +32,7 @@ SCHEMA = {
         max_turns INTEGER, source VARCHAR, source_sha256 VARCHAR, hint VARCHAR, benchmark_seeds UBIGINT[],
         valid BOOLEAN, reject_reason VARCHAR, winnability VARCHAR, parent_env_id VARCHAR,
         author_version VARCHAR, author_meta VARCHAR, materialized_at TIMESTAMP, author_calls INTEGER,
-        author_prompt_tokens BIGINT, author_completion_tokens BIGINT, author_cost_usd DOUBLE""",
+        author_prompt_tokens BIGINT, author_completion_tokens BIGINT, author_cost_usd DOUBLE, prompt_version VARCHAR""",
     "episodes": """
         env_id VARCHAR, author VARCHAR, solver VARCHAR, round INTEGER, condition VARCHAR, seed UBIGINT,
         status VARCHAR,

@@ -4,6 +4,17 @@ from collections.abc import Callable
 
 import dagster as dg
 
+from envduels_dagster.core.authoring_plan import (
+    DEFAULT_DOMAIN_FAMILIES,
+    DEFAULT_DUPLICATE_THRESHOLD,
+    DEFAULT_WAVE_SIZE,
+    AuthoringPlan,
+    AuthoringPlanError,
+    parse_families,
+    parse_threshold,
+    parse_wave_size,
+)
+
 
 class DuelSettings(dg.ConfigurableResource):
     envs_per_author: int = 10  # results mean something from ~10 (docs/STATISTICS.md); tests pass their own
@@ -39,6 +50,17 @@ class DuelSettings(dg.ConfigurableResource):
     # Rounds (docs/DECISIONS.md "Rounds in the marts"): the marts are per round; rankings, duel records and the
     # demo leaderboard read this one. 0 = the benchmark (original authoring); r >= 1 = hardening round r.
     rankings_round: int = 0
+    # Authoring slots that differ (core/authoring_plan.py, issue 31): slot K's domain family is
+    # author_domains[K % len]; slots go in waves of author_wave_size, a later wave sees the earlier designs;
+    # a reply whose code has AST similarity >= author_duplicate_threshold with an earlier valid environment
+    # of the batch is rejected as "duplicate of <env_id>" (None: no check; simulated authors are exempt).
+    author_domains: list[str] = list(DEFAULT_DOMAIN_FAMILIES)
+    author_duplicate_threshold: float | None = DEFAULT_DUPLICATE_THRESHOLD
+    author_wave_size: int = DEFAULT_WAVE_SIZE
+
+    def authoring_plan(self) -> AuthoringPlan:
+        """The authoring settings, checked (``AuthoringPlanError`` names the bad one)."""
+        return AuthoringPlan(tuple(self.author_domains), self.author_duplicate_threshold, self.author_wave_size)
 
 
 class SettingsError(ValueError):
@@ -54,11 +76,16 @@ def _seed_range(value: str) -> list[int]:
 
 # Environment variables that size and shape the runs the daemon launches (the demo honours them too),
 # read when the definitions are built: ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a
-# newly written environment gets: 0..N-1), ENVDUELS_TRAINING_ADMISSION.
+# newly written environment gets: 0..N-1), ENVDUELS_TRAINING_ADMISSION; and the authoring slots' settings
+# ENVDUELS_AUTHOR_DOMAINS (families separated by ';'), ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD (0..1 or 'off'),
+# ENVDUELS_AUTHOR_WAVE (slots per wave).
 SETTINGS_ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "ENVDUELS_ENVS_PER_AUTHOR": ("envs_per_author", int),
     "ENVDUELS_SEEDS": ("benchmark_seeds", _seed_range),
     "ENVDUELS_TRAINING_ADMISSION": ("training_admission", str),
+    "ENVDUELS_AUTHOR_DOMAINS": ("author_domains", lambda v: list(parse_families(v))),
+    "ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD": ("author_duplicate_threshold", parse_threshold),
+    "ENVDUELS_AUTHOR_WAVE": ("author_wave_size", parse_wave_size),
 }
 
 
@@ -73,4 +100,9 @@ def settings_from_env(**overrides) -> DuelSettings:
                 values[field] = cast(os.environ[var])
             except ValueError as exc:
                 raise SettingsError(f"{var}={os.environ[var]!r} cannot be used: {exc}") from None
-    return DuelSettings(**{**values, **overrides})
+    settings = DuelSettings(**{**values, **overrides})
+    try:
+        settings.authoring_plan()  # e.g. a wave size passed as an override: refused here too, before any write
+    except AuthoringPlanError as exc:
+        raise SettingsError(f"authoring settings cannot be used: {exc}") from None
+    return settings

@@ -13,6 +13,7 @@ import hashlib
 import json
 import random
 
+from envduels_dagster.core.authoring import author_messages_v1
 from envduels_dagster.core.models.contract import AuthorRequest, HardenRequest, SolveRequest
 from envduels_dagster.sim.author import harden_environment, write_environment
 from envduels_dagster.sim.profiles import SimProfile, get_profile
@@ -27,9 +28,12 @@ class SimulatedModel:
                 request: AuthorRequest | HardenRequest | SolveRequest | None = None) -> str:
         # The random draws stay seeded from exactly the bytes they always were (profile, seed and
         # messages), so replies, leaderboards and cache keys are unchanged: only the *dispatch and
-        # parameters* now come from the typed request instead of the prompt text.
+        # parameters* now come from the typed request instead of the prompt text. An authoring call is
+        # seeded from the version-1 messages of its request: the authoring prompt's wording, the slot's
+        # family and the earlier designs (issue 31) leave the simulated authors' documented results as they were.
+        seeded = author_messages_v1(request) if isinstance(request, AuthorRequest) else messages
         digest = hashlib.sha256(
-            json.dumps([self.profile.name, seed, messages], sort_keys=True).encode()
+            json.dumps([self.profile.name, seed, seeded], sort_keys=True).encode()
         ).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big"))
         if isinstance(request, HardenRequest):

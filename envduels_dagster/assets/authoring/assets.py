@@ -29,6 +29,8 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
                           sandbox: SandboxResource, settings: DuelSettings,
                           warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.authoring_plan import AuthoringPlanError
+    from envduels_dagster.core.duplicates import is_duplicate
     from envduels_dagster.core.imports import is_import
     from envduels_dagster.core.models import LLMError, run_and_close
     from envduels_dagster.core.registry import RegistryError
@@ -37,6 +39,10 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
     author = context.partition_key
     if is_import(author):  # an imported export, not a model (core/imports.py)
         return materialize_import(context, config, sandbox, warehouse)
+    try:
+        plan = settings.authoring_plan()
+    except AuthoringPlanError as exc:
+        raise dg.Failure(f"authoring settings cannot be used, nothing was written: {exc}") from None
     registry = gateway.registry()
     entry = registry.get(author)
     gw = gateway.gateway(registry)
@@ -48,10 +54,11 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
     try:
         specs = asyncio.run(run_and_close(gw, author_environments(
             gw, author, settings.envs_per_author, list(settings.benchmark_seeds), sandbox.limits(),
-            on_progress=progress)))
+            on_progress=progress, plan=plan)))
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"author {author!r} could not be called, nothing was written: {exc}") from None
     df = environments_frame(specs, entry.version, utcnow())
     return write_environments(warehouse, df, author, entry.version,
                               model_calls=sum(gw.stats.backend_calls.values()),
+                              duplicates=sum(is_duplicate(s.reject_reason) for s in specs),
                               cache_hits=sum(gw.stats.cache_hits.values()))

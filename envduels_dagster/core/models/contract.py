@@ -23,13 +23,16 @@ class _Request(BaseModel):
 
 
 class AuthorRequest(_Request):
-    """Write environment ``slot`` of ``count`` for ``domain``, winnable on ``seeds``."""
+    """Write environment ``slot`` of ``count`` for ``domain``, winnable on ``seeds``; ``family``: this slot's
+    domain family, ``earlier``: titles of the author's earlier designs it must not repeat (issue 31)."""
 
     kind: Literal["author"] = "author"
     slot: int
     count: int
     domain: str
     seeds: tuple[int, ...]
+    family: str = ""
+    earlier: tuple[str, ...] = ()
 
 
 class PeerRates(_Request):

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from aiohttp import web
 
-from envduels_dagster.core.authoring import author_messages, parse_author_reply
+from envduels_dagster.core.authoring import author_messages, author_messages_v1, parse_author_reply
 from envduels_dagster.core.cache import request_key
 from envduels_dagster.core.coevolution import build_digest_messages
 from envduels_dagster.core.models import AuthorRequest, Gateway, HardenRequest, PeerRates, Prompt, SolveRequest
@@ -93,14 +93,18 @@ def test_solver_reads_hint_and_first_observation_from_the_request():
 def test_cache_keys_and_prompt_text_are_unchanged():
     """Golden keys computed with the code before the contract existed (same registry fields).
 
-    The authoring key changed once on purpose since: the brief quotes the sandbox's
-    ALLOWED_MODULES_SENTENCE (issue 21; effect on the demo in docs/DECISIONS.md). The digest's did not."""
+    The authoring key changed twice on purpose since: the brief quotes the sandbox's
+    ALLOWED_MODULES_SENTENCE (issue 21; effect on the demo in docs/DECISIONS.md), and prompt version 2
+    (issue 31), whose version-1 messages, still what the simulated authors seed from, keep the old key.
+    The digest's did not change."""
     def key(msgs, seed):
         return request_key({"model": "envduels-sim/expert", "api_base": None, "version": "1", "temperature": 0.0,
                             "max_tokens": 1024, "seed": seed, "messages": msgs})
 
     prompt = author_messages(2, 6)
-    assert key(prompt, 2) == key(list(prompt), 2) == "ae4f8380dd24b6076e1e577ff745f0a22760f70f33f1a96da84da9d79652576a"
+    assert key(author_messages_v1(prompt.request), 2) == (
+        "ae4f8380dd24b6076e1e577ff745f0a22760f70f33f1a96da84da9d79652576a")
+    assert key(prompt, 2) == key(list(prompt), 2) == "92a0e9b598ee23911bf7f12c6ee90da6f6aa4801256f82283049c94e4e62c02e"
     parent = EnvironmentSpec(env_id="expert.r0.1.abcd", author="expert", class_name="C", max_turns=5,
                              source="class C: pass\n", hint="h", valid=True,
                              author_meta={"family": "maze", "difficulty": 0.7})
