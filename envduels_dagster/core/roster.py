@@ -157,7 +157,7 @@ def ranking_scope(roster: Roster) -> dict[str, str]:
     elif not peers_of(authors, solvers):
         scope["author_ranking"] = "not meaningful: no solver other than the author plays its environments"
     else:
-        scope["author_ranking"] = (f"meaningful among {len(authors)} authors ({listed(authors)}), by the lift their "
+        scope["author_ranking"] = (f"meaningful: among {len(authors)} authors ({listed(authors)}), by the lift their "
                                    f"environments give {listed(solvers)}")
     if len(solvers) < MIN_RANKED:
         scope["solver_ranking"] = (f"not meaningful: {len(solvers)} solver ({listed(solvers)}); its scores are given, "
@@ -165,14 +165,14 @@ def ranking_scope(roster: Roster) -> dict[str, str]:
     elif not peers_of(solvers, authors):
         scope["solver_ranking"] = "not meaningful: no author other than the solver wrote environments for it"
     else:
-        scope["solver_ranking"] = (f"meaningful among {len(solvers)} solvers ({listed(solvers)}), on environments "
+        scope["solver_ranking"] = (f"meaningful: among {len(solvers)} solvers ({listed(solvers)}), on environments "
                                    f"by {listed(authors)}")
     why_not = (f"{len(both)} model(s) with both roles ({listed(both)}); a duel needs two models that each write "
                "and each play the other's environments")
-    scope["duels"] = (f"meaningful among {len(both)} models with both roles ({listed(both)})"
+    scope["duels"] = (f"meaningful: among {len(both)} models with both roles ({listed(both)})"
                       if len(both) >= MIN_DUEL else f"not meaningful: {why_not}")
     for key in ("transitivity", "role_separation"):
-        scope[key] = (f"meaningful among {len(both)} models with both roles ({listed(both)})"
+        scope[key] = (f"meaningful: among {len(both)} models with both roles ({listed(both)})"
                       if len(both) >= MIN_TRIADS else
                       f"not meaningful: {len(both)} model(s) with both roles ({listed(both)}); it needs {MIN_TRIADS}")
     return scope

@@ -116,14 +116,14 @@ def test_plans_without_roles_are_the_plans_of_before():
 
 def test_ranking_scope_says_which_rankings_mean_something():
     experiment = ranking_scope(Roster(("oracle", "expert", "journeyman"), ("novice",)))
-    assert experiment["author_ranking"].startswith("meaningful among 3 authors (oracle, expert, journeyman)")
+    assert experiment["author_ranking"].startswith("meaningful: among 3 authors (oracle, expert, journeyman)")
     assert experiment["solver_ranking"].startswith("not meaningful: 1 solver (novice)")
     assert experiment["duels"] == ("not meaningful: 0 model(s) with both roles (none); a duel needs two models that "
                                    "each write and each play the other's environments")
     assert experiment["role_separation"].startswith("not meaningful: 0 model(s) with both roles")
     learners = ranking_scope(Roster(("oracle",), ("novice", "apprentice")))
     assert learners["author_ranking"].startswith("not meaningful: 1 author")
-    assert learners["solver_ranking"].startswith("meaningful among 2 solvers")
+    assert learners["solver_ranking"].startswith("meaningful: among 2 solvers")
     full = ranking_scope(Roster.everyone(["a", "b", "c"]))
     assert all(v.startswith("meaningful") for v in full.values())
     lone = ranking_scope(Roster(("a", "b"), ("a",)))  # the only solver wrote one of the two authors' sets
