@@ -116,7 +116,8 @@ def plan_newcomers(request_id: str, authors: Sequence[str], solvers: Sequence[st
         played = tuple(pair_partition(a, s) for a in authors for s in solvers
                        if live or a in fresh_a or s in fresh_s)
         played += tuple(pair_partition(a, s) for a in imported for s in new_solvers) if r == 0 else ()
-        stages += [Stage(kind, r, parts) for kind, parts in (("authors", writing), ("pairs", played)) if parts]
+        stages += [Stage("authors", r, writing)] if writing else []
+        stages += [Stage("pairs", r, played)] if played else []
     news = list(dict.fromkeys([*new_authors, *new_solvers]))
     roles = "" if list(new_authors) == list(new_solvers) else \
         f"; authors {', '.join(new_authors) or 'none'}, solvers {', '.join(new_solvers) or 'none'}"
