@@ -120,6 +120,16 @@ class Roster:
         return Newcomers(tuple(a for a in self.authors if a not in known_a),
                          tuple(s for s in self.solvers if s not in known_s))
 
+    def still_wanted(self, authors: Iterable[str], pairs: Iterable[tuple[str, str]]
+                     ) -> tuple[list[str], list[tuple[str, str]]]:
+        """The stale authors and pairs the roles still ask for: a model that lost a role keeps its rows (nothing
+        is deleted, as when a model leaves the registry) but is not re-run in that role."""
+        from envduels_dagster.core.imports import is_import
+
+        writers, players = set(self.authors), set(self.solvers)
+        return ([a for a in authors if a in writers],
+                [(a, s) for a, s in pairs if (a in writers or is_import(a)) and s in players])
+
     def pair_count(self, rounds: int = 0) -> int:
         return sum(len(self.pairs(r)) for r in range(rounds + 1))
 

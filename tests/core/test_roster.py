@@ -134,3 +134,10 @@ def test_the_registry_table_rows_give_the_same_roster():
     rows = [("oracle", "author"), ("novice", "solver"), ("expert", "author,solver"), ("old", None)]
     roster = roster_from_table(rows, ["oracle", "import:paper.bob", "expert"])
     assert roster == Roster(("oracle", "expert", "old"), ("novice", "expert", "old"), ("import:paper.bob",))
+
+
+def test_a_model_that_lost_a_role_is_not_rerun_in_it_when_stale():
+    roster = Roster(("oracle",), ("novice",))  # expert was an author and a solver; now it is gone from both sides
+    authors, pairs = roster.still_wanted(["expert", "oracle"], [("oracle", "expert"), ("expert", "novice"),
+                                                                ("oracle", "novice"), ("import:x", "novice")])
+    assert authors == ["oracle"] and pairs == [("oracle", "novice"), ("import:x", "novice")]

@@ -75,10 +75,7 @@ def _open_requests(context, book: RequestBook, registry: Registry, roster: Roste
         versions = {m.name: m.version for m in registry.models}
         with warehouse.get_connection() as conn:
             authors, pairs = stale_partitions(conn, versions, list(settings.benchmark_seeds))
-        # only what the roles still ask for: a model that lost a role keeps its rows, but is not replayed in it
-        writers, players = set(roster.authors), set(roster.solvers)
-        authors = [a for a in authors if a in writers]
-        pairs = [(a, s) for a, s in pairs if (a in writers or is_import(a)) and s in players]
+        authors, pairs = roster.still_wanted(authors, pairs)  # a model that lost a role is not re-run in it
         plan = plan_stale(book.new_id(f"stale-{stamp}"), authors, pairs, roster.solvers, rounds)
         if plan:
             book.add(plan)
