@@ -28,7 +28,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return 0
     registry = load_registry()
     for entry in registry.models:
-        print(entry.name if args.names else f"{entry.name}\t{entry.model}\tversion={entry.version}")
+        print(entry.name if args.names else
+              f"{entry.name}\t{entry.model}\tversion={entry.version}\troles={','.join(entry.roles)}")
     return 0
 
 

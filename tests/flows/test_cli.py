@@ -61,6 +61,9 @@ def test_models_names_and_registry_path(cli_env):
     out = envduels(cli_env, "models", "--names")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["oracle", "novice"]
+    out = envduels(cli_env, "models")
+    assert out.stdout.splitlines() == ["oracle\tenvduels-sim/oracle\tversion=1\troles=author,solver",
+                                       "novice\tenvduels-sim/novice\tversion=1\troles=author,solver"]
     out = envduels(cli_env, "models", "--registry-path")
     assert out.returncode == 0
     assert out.stdout.strip() == cli_env["ENVDUELS_REGISTRY"]
