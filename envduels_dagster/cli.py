@@ -28,7 +28,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return 0
     registry = load_registry()
     for entry in registry.models:
-        print(entry.name if args.names else f"{entry.name}\t{entry.model}\tversion={entry.version}")
+        print(entry.name if args.names else
+              f"{entry.name}\t{entry.model}\tversion={entry.version}\troles={','.join(entry.roles)}")
     return 0
 
 
@@ -155,31 +156,35 @@ def _default_cache():
 
 def _cmd_import(args: argparse.Namespace) -> int:
     """Import an EnvDuels export through Dagster: checked here first (bad input: exit 2, nothing written), then
-    staged under ENVDUELS_HOME and materialized by an ``import_job`` run as author partition ``import:<name>``."""
+    staged under ENVDUELS_HOME and materialized by an ``import_job`` run as author partition ``import:<name>``.
+    An export holding several authors' environments makes one import per author (``import:<dir>.<author>``,
+    ``core/imports.import_groups``); ``--author NAME`` imports everything as one."""
     from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.imports import import_name_for, import_partition, namespaced, stage_export
+    from envduels_dagster.core.imports import import_groups, import_partition, namespaced, stage_export
     from envduels_dagster.importing import run_import
     from envduels_dagster.settings import envduels_home
 
     specs = load_export(args.path)  # raises before anything is written
-    name = import_name_for(specs, args.path, args.author)
-    partition = import_partition(name)
-    namespaced(specs, partition)  # ids that clash once namespaced are refused here, before anything is written
-    staged = stage_export(specs, envduels_home(), name)
-    run = run_import(partition, staged)
-    if not run.success:
-        raise ImportRunFailed(f"run {run.run_id} of job import_job for {partition} failed: {run.error}; see the run "
-                              f"in the Dagster UI (envduels ui, DAGSTER_HOME={run.dagster_home})")
-    for v in run.verdicts:
-        out = {"env_id": v["env_id"], "author": partition, "valid": v["valid"], "reason": v["reason"]}
-        print(json.dumps(out) if args.json else f"{v['env_id']}: "
-              + ("valid" if v["valid"] else f"REJECTED: {v['reason']}"))
-    summary = (f"imported {run.num_rows} environment(s), {run.valid} valid, as author {partition} in Dagster run "
-               f"{run.run_id} (job import_job, DAGSTER_HOME={run.dagster_home})\n"
-               f"see it in the UI (envduels ui): Runs, or asset authored_environments, partition {partition}; the "
-               "envduels_requests sensor has every registry model play it (by hand: materialize duel_episodes, "
-               f"partitions {partition}|<model>)")
-    print(summary, file=sys.stderr if args.json else sys.stdout)
+    groups = import_groups(specs, args.path, args.author)
+    for name, members in groups.items():  # ids that clash once namespaced are refused before anything is written
+        namespaced(members, import_partition(name))
+    for name, members in groups.items():
+        partition = import_partition(name)
+        staged = stage_export(members, envduels_home(), name)
+        run = run_import(partition, staged)
+        if not run.success:
+            raise ImportRunFailed(f"run {run.run_id} of job import_job for {partition} failed: {run.error}; see the "
+                                  f"run in the Dagster UI (envduels ui, DAGSTER_HOME={run.dagster_home})")
+        for v in run.verdicts:
+            out = {"env_id": v["env_id"], "author": partition, "valid": v["valid"], "reason": v["reason"]}
+            print(json.dumps(out) if args.json else f"{v['env_id']}: "
+                  + ("valid" if v["valid"] else f"REJECTED: {v['reason']}"))
+        summary = (f"imported {run.num_rows} environment(s), {run.valid} valid, as author {partition} in Dagster run "
+                   f"{run.run_id} (job import_job, DAGSTER_HOME={run.dagster_home})\n"
+                   f"see it in the UI (envduels ui): Runs, or asset authored_environments, partition {partition}; the "
+                   "envduels_requests sensor has every registry model with the solver role play it (by hand: "
+                   f"materialize duel_episodes, partitions {partition}|<model>)")
+        print(summary, file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -262,8 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("import", help="import an EnvDuels export directory through Dagster (author partition import:NAME)")
     p.add_argument("path")
-    p.add_argument("--author", metavar="NAME", help="import as author partition import:NAME (default: the "
-                   "manifest's author when all environments share one, else the directory's name)")
+    p.add_argument("--author", metavar="NAME", help="import everything as one author partition import:NAME "
+                   "(default: the manifest's author when all environments share one; several authors each get "
+                   "import:<dir>.<author>)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_import)
 

@@ -63,25 +63,33 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     assets. New assets join automatically through the areas' definitions.
     ``learners=False`` stops before the per-learner assets and the studies that read them
     (a test that reads only rankings and authoring_progress saves ~15% of the run).
+
+    Roles (``core/roster.py``): only models with the author role author, only author x solver-role pairs
+    are played, only solver-role models get training sets; a registry with no author or no solver is
+    refused before anything is written. Every model has both roles by default: the full tournament.
     """
     import dagster as dg
 
     from envduels_dagster.assets.marts.project import prepare_manifest
     from envduels_dagster.assets.registry.assets import model_registry
-    from envduels_dagster.assets.registry.partitions import pair_key, register_models
+    from envduels_dagster.assets.registry.partitions import pair_key, register_roster
     from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.roster import Roster
     from envduels_dagster.definitions import build_definitions, build_resources
 
-    prepare_manifest()  # the dbt marts need a current manifest; loading the definitions never parses
-    defs = build_definitions()
-    ALL_ASSETS, ALL_CHECKS = list(defs.assets), list(defs.asset_checks)
     resources = resources or build_resources()
     gateway: Any = resources["gateway"]
     path = gateway.registry_path
     registry = load_registry((path.get_value() if isinstance(path, dg.EnvVar) else path) or None)  # fails before any run
-    names = names or registry.names
-    new = register_models(instance, registry.names)
-    log(f"registry {registry.path}: {len(registry.names)} models ({len(new)} newly registered as partitions)")
+    roster = Roster.from_registry(registry, names=names or None)  # no author or no solver: refused here
+    prepare_manifest()  # the dbt marts need a current manifest; loading the definitions never parses
+    defs = build_definitions()
+    ALL_ASSETS, ALL_CHECKS = list(defs.assets), list(defs.asset_checks)
+    full = Roster.from_registry(registry, check=False)
+    new = register_roster(instance, full)
+    log(f"registry {registry.path}: {len(registry.names)} models ({len(new)} newly registered as partitions)"
+        + ("" if full.authors == full.solvers else
+           f"; authors {', '.join(full.authors)}; solvers {', '.join(full.solvers)}"))
     by_kind: dict[str, list] = {"none": [], "model": [], "pair": []}
     for asset in ALL_ASSETS:
         by_kind[_partitions_kind(asset)].append(asset)
@@ -112,12 +120,13 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
         return result.asset_materializations_for_node(name)[0].metadata
 
     run([model_registry], label="model_registry")
-    pairs = [(a, s) for a in names for s in names]
+    pairs = roster.pairs(0)  # only registry models here: imports are played by the request sensor
+    writers = list(roster.authors)
     for r in rounds:
-        for i, author in enumerate(names, 1):
+        for i, author in enumerate(writers, 1):
             result, secs = run(authors[r], author, f"round {r} authoring [{author}]")
             md = meta(result, authors[r])
-            log(f"[round {r} author {i}/{len(names)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid "
+            log(f"[round {r} author {i}/{len(writers)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid "
                 f"({secs:.1f}s)")
         for i, (author, solver) in enumerate(pairs, 1):
             result, secs = run(pair_assets[r], pair_key(author, solver), f"round {r} pair {author}|{solver}")
@@ -126,15 +135,17 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
                 f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f} ({secs:.1f}s)")
     result, secs = run(downstream, label="marts and rankings")
     log(f"[marts] {', '.join(k.to_user_string() for a in downstream for k in a.keys)} ({secs:.1f}s)")
+    counts = {"models": len(roster.models), "pairs": len(pairs), "authors": len(roster.authors),
+              "solvers": len(roster.solvers)}
     if not learners:
-        return {"models": len(names), "pairs": len(pairs)}
-    for learner in names:
+        return counts
+    for learner in roster.solvers:
         result, _ = run(learner_assets, learner, f"learner {learner}")
         log(f"[training] {learner}: {meta(result, learner_assets)['num_rows'].value} environments")
     if after_learners:
         result, secs = run(after_learners, label="studies")
         log(f"[studies] {', '.join(a.key.to_user_string() for a in after_learners)} ({secs:.1f}s)")
-    return {"models": len(names), "pairs": len(pairs)}
+    return counts
 
 
 def leaderboard(database: str, round_: int = 0) -> str:
@@ -199,13 +210,18 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> in
     if seeds is not None:
         sizes["benchmark_seeds"] = list(range(seeds))
     settings = settings_from_env(**sizes)  # a bad ENVDUELS_* size fails here, before anything is written
+    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.roster import Roster
+
+    Roster.from_registry(load_registry())  # so do a bad registry and roles that make no experiment
     home = prepare_instance_home()
     t0 = time.perf_counter()
     print(f"EnvDuels demo: ENVDUELS_HOME={envduels_home()}  DAGSTER_HOME={home}", flush=True)
     resources = build_resources(settings=settings)
     with dg.DagsterInstance.get() as instance:
         counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
-    print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models, {counts['pairs']} pairs.\n")
+    print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models ({counts['authors']} "
+          f"authors, {counts['solvers']} solvers), {counts['pairs']} pairs.\n")
     print(author_value_answer(warehouse_location()) + "\n")
     print(leaderboard(warehouse_location()))
     with warehouse().connect(read_only=True) as conn:

@@ -64,6 +64,40 @@ def import_name_for(specs: list[EnvironmentSpec], export_dir: str | Path, given:
     return name or "export"
 
 
+def import_groups(specs: list[EnvironmentSpec], export_dir: str | Path,
+                  given: str | None = None) -> dict[str, list[EnvironmentSpec]]:
+    """The imports an export makes, by name, each with its environments (manifest order kept).
+
+    ``given`` (``--author``) forces one import of everything. An export with one author is one import
+    (:func:`import_name_for`). An export holding several authors' environments (the paper's release is one)
+    keeps them apart: one import per original author, named ``<export>.<author>`` (partition
+    ``import:<export>.<author>``), so author value, rankings and training sets treat each like a registry
+    author. Names that are not partition-safe, or authors that become the same name, are refused here,
+    before anything is written.
+    """
+    if given:
+        import_partition(given)  # refuse a bad --author before anything is written
+        return {given: list(specs)}
+    by_author: dict[str, list[EnvironmentSpec]] = {}
+    for spec in specs:
+        by_author.setdefault(spec.author, []).append(spec)
+    if len(by_author) <= 1:
+        return {import_name_for(specs, export_dir): list(specs)}
+    base = import_name_for([], export_dir)  # the directory's name, partition-safe
+    groups: dict[str, list[EnvironmentSpec]] = {}
+    origin: dict[str, str] = {}
+    for author, members in by_author.items():
+        safe = _UNSAFE_ID_CHARS.sub("_", author).strip("._-") or "author"
+        name = f"{base[:max(1, 63 - len(safe))]}.{safe}"[:64]
+        if name in groups:
+            raise ImportInputError(f"authors {origin[name]!r} and {author!r} both import as {IMPORT_PREFIX}{name}; "
+                                   "give them names that differ in letters, digits or '_.-', or import everything "
+                                   "as one author with --author NAME")
+        import_partition(name)
+        groups[name], origin[name] = members, author
+    return groups
+
+
 def namespaced(specs: list[EnvironmentSpec], partition: str, round_: int = 0) -> list[EnvironmentSpec]:
     """The export's environments as the import author's: ids ``<partition>.<id>`` (unique in the warehouse,
     safe as a directory name in training exports), the manifest's id and author kept in ``author_meta``."""

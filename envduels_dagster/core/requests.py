@@ -77,10 +77,6 @@ def _tail(learners: Sequence[str], studies: bool) -> list[Stage]:
     return tail + ([Stage("studies", None)] if studies else [])
 
 
-def _pairs_with(models: Sequence[str], involved: set[str]) -> tuple[Partition, ...]:
-    return tuple(pair_partition(a, s) for a in models for s in models if a in involved or s in involved)
-
-
 def plan_new_models(request_id: str, new: Sequence[str], models: Sequence[str], rounds: int,
                     panel_mode: str = "frozen", studies: bool = True, imported: Sequence[str] = ()) -> RequestPlan:
     """Every configured round for the newcomers, in order, then one downstream refresh.
@@ -91,20 +87,42 @@ def plan_new_models(request_id: str, new: Sequence[str], models: Sequence[str], 
     pairs replayed; with ``"frozen"`` they are kept as written. ``imported`` authors (``import:<name>``,
     no model) have round-0 environments only: each newcomer plays them in round 0 as a solver.
     """
+    unknown = set(new) - set(models)
+    if unknown:
+        raise ValueError(f"new models {sorted(unknown)} are not in the registry's models {list(models)}")
+    return plan_newcomers(request_id, models, models, new, new, rounds, panel_mode, studies, imported)
+
+
+def plan_newcomers(request_id: str, authors: Sequence[str], solvers: Sequence[str], new_authors: Sequence[str],
+                   new_solvers: Sequence[str], rounds: int, panel_mode: str = "frozen", studies: bool = True,
+                   imported: Sequence[str] = ()) -> RequestPlan:
+    """:func:`plan_new_models` with roles (``core/roster.py``): ``authors`` write, ``solvers`` play.
+
+    Round r: the new authors author (round 0) or harden (r >= 1), then the round's pairs whose author is new
+    or whose solver is new are played: a new author-only model plays its row, a new learner its column (and
+    every import's environments, in round 0). ``"live"`` re-hardens every author from round 1 and replays
+    every author x solver pair there. Stages with nothing to run are left out; learners are ``solvers``.
+    """
     if panel_mode not in PANEL_MODES:
         raise ValueError(f"panel mode {panel_mode!r} is not one of {PANEL_MODES}")
-    models, fresh = list(models), set(new)
-    unknown = fresh - set(models)
-    if unknown:
-        raise ValueError(f"new models {sorted(unknown)} are not in the registry's models {models}")
+    for kind, fresh_list, known in (("authors", new_authors, authors), ("solvers", new_solvers, solvers)):
+        if unknown := set(fresh_list) - set(known):
+            raise ValueError(f"new {kind} {sorted(unknown)} are not among the registry's {kind} {list(known)}")
+    fresh_a, fresh_s = set(new_authors), set(new_solvers)
     stages: list[Stage] = []
     for r in range(rounds + 1):
-        authors = list(new) if (r == 0 or panel_mode == "frozen") else list(models)
-        involved = fresh if (r == 0 or panel_mode == "frozen") else set(models)
-        extra = tuple(pair_partition(a, s) for a in imported for s in new) if r == 0 else ()
-        stages += [Stage("authors", r, tuple(authors)), Stage("pairs", r, _pairs_with(models, involved) + extra)]
-    reason = f"new models {', '.join(new)} ({panel_mode} panel)"
-    return RequestPlan(request_id, reason, tuple(stages + _tail(models, studies)))
+        live = r > 0 and panel_mode == "live"
+        writing = tuple(authors) if live else tuple(new_authors)
+        played = tuple(pair_partition(a, s) for a in authors for s in solvers
+                       if live or a in fresh_a or s in fresh_s)
+        played += tuple(pair_partition(a, s) for a in imported for s in new_solvers) if r == 0 else ()
+        stages += [Stage("authors", r, writing)] if writing else []
+        stages += [Stage("pairs", r, played)] if played else []
+    news = list(dict.fromkeys([*new_authors, *new_solvers]))
+    roles = "" if list(new_authors) == list(new_solvers) else \
+        f"; authors {', '.join(new_authors) or 'none'}, solvers {', '.join(new_solvers) or 'none'}"
+    reason = f"new models {', '.join(news)} ({panel_mode} panel{roles})"
+    return RequestPlan(request_id, reason, tuple(stages + _tail(solvers, studies)))
 
 
 def plan_stale(request_id: str, stale_authors: Iterable[str], stale_pairs: Iterable[tuple[str, str]],

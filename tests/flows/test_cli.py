@@ -61,6 +61,9 @@ def test_models_names_and_registry_path(cli_env):
     out = envduels(cli_env, "models", "--names")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["oracle", "novice"]
+    out = envduels(cli_env, "models")
+    assert out.stdout.splitlines() == ["oracle\tenvduels-sim/oracle\tversion=1\troles=author,solver",
+                                       "novice\tenvduels-sim/novice\tversion=1\troles=author,solver"]
     out = envduels(cli_env, "models", "--registry-path")
     assert out.returncode == 0
     assert out.stdout.strip() == cli_env["ENVDUELS_REGISTRY"]
@@ -365,3 +368,47 @@ def test_a_failing_demo_run_is_one_line_naming_the_run_and_the_log_not_a_runtime
     assert line.endswith(f"in the Dagster UI; Dagster's log of the failure: {log} "
                          "(run again with --debug for the traceback)")
     assert "ConnectionRefusedError" in log.read_text()
+
+
+def test_demo_with_no_solver_in_the_registry_is_one_line_exit_2_and_writes_nothing(cli_env, tmp_path):
+    authors_only = tmp_path / "authors.yaml"
+    authors_only.write_text("models:\n  - name: oracle\n    model: envduels-sim/oracle\n    roles: [author]\n")
+    out = envduels({**cli_env, "ENVDUELS_REGISTRY": str(authors_only)}, "demo")
+    assert out.returncode == 2
+    assert one_error_line(out) == (f"envduels: error: registry error: {authors_only}: field 'roles': no model has the "
+                                   "solver role, so nothing would play the environments; give the target learner "
+                                   "`roles: [solver]` (or drop `roles` from a model: it then writes and plays)")
+    assert not Path(cli_env["ENVDUELS_HOME"]).exists()  # no instance, warehouse or log was started
+
+
+@pytest.mark.slow  # the README's first real experiment over HTTP, whole pipeline: ~1-3 min on 2 shared cores
+def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env, tmp_path):
+    """README, "Your first real experiment", rehearsed offline: two authors and one learner with roles,
+    served over HTTP by `envduels serve-sim` (realistic latency), run with `envduels demo`; the answer is
+    `author_value` for the learner, and only the author x learner pairs were played."""
+    import duckdb
+
+    server = subprocess.Popen([ENVDUELS, "serve-sim", "--port", "0", "--latency-ms", "20"], env=cli_env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline() if server.stdout else ""
+        base = line.split(" on ", 1)[1].split()[0]
+        registry = tmp_path / "models.yaml"
+        entry = "  - name: {n}\n    model: openai/{n}\n    api_base: {b}\n    request_contract: true\n    roles: [{r}]\n" \
+                "    input_cost_per_mtok: 0.5\n    output_cost_per_mtok: 1.5\n"
+        registry.write_text("models:\n" + "".join(entry.format(n=n, b=base, r=r) for n, r in (
+            ("expert", "author"), ("apprentice", "author"), ("novice", "solver"))))
+        env = {**cli_env, "ENVDUELS_REGISTRY": str(registry), "ENVDUELS_ENVS_PER_AUTHOR": "2", "ENVDUELS_SEEDS": "2",
+               "ENVDUELS_ROUNDS": "0"}
+        out = subprocess.run([ENVDUELS, "demo"], env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "3 models (2 authors, 1 solvers), 2 pairs." in out.stdout
+    assert "for novice" in out.stdout  # the answer: which author to pay for the learner
+    with duckdb.connect(str(Path(cli_env["ENVDUELS_HOME"]) / "warehouse.duckdb"), read_only=True) as conn:
+        pairs = conn.execute("SELECT DISTINCT author, solver FROM episodes ORDER BY 1").fetchall()
+        value = conn.execute("SELECT learner, author FROM author_value ORDER BY author").fetchall()
+    assert pairs == [("apprentice", "novice"), ("expert", "novice")]
+    assert value == [("novice", "apprentice"), ("novice", "expert")]

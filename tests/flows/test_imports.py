@@ -141,3 +141,85 @@ def test_a_failed_import_run_names_the_run_and_the_problem_and_writes_nothing(tm
         with duckdb.connect(str(warehouse), read_only=True) as conn:
             tables = {t for (t,) in conn.execute("SHOW TABLES").fetchall()}
             assert "environments" not in tables or conn.execute("SELECT count(*) FROM environments").fetchone() == (0,)
+
+
+def write_two_author_export(root, authors=("alice", "bob")):
+    """An EnvDuels export (directory ``root``) holding one environment by each of ``authors``."""
+    from envduels_dagster.core.protocol import sha256_text
+
+    entries = []
+    for i, author in enumerate(authors):
+        (root / f"e{i}").mkdir(parents=True)
+        (root / f"e{i}" / "env.py").write_text(SOURCE)
+        (root / f"e{i}" / "meta.json").write_text(json.dumps({"benchmark_seeds": [0, 1]}))
+        (root / f"e{i}" / "priv.json").write_text(json.dumps({"environment_id": f"echo{i}", "hints": {"hint": "mod 7"}}))
+        entries.append({"id": f"echo{i}", "source": f"e{i}/env.py", "source_sha256": sha256_text(SOURCE),
+                        "class_name": "Echo", "max_turns": 2, "domain": "arithmetic", "split": "test", "author": author,
+                        "metadata": f"e{i}/meta.json", "privileged": f"e{i}/priv.json"})
+    (root / "manifest.json").write_text(json.dumps({"format_version": 1, "environments": entries}))
+    return root
+
+
+def test_a_multi_author_export_makes_one_import_per_original_author(tmp_path):
+    from envduels_dagster.core.export_format import load_export
+    from envduels_dagster.core.imports import import_groups
+
+    root = write_two_author_export(tmp_path / "paper", ("alice", "bob/2"))
+    specs = load_export(root)
+    groups = import_groups(specs, root)
+    assert {name: [s.env_id for s in members] for name, members in groups.items()} == {
+        "paper.alice": ["echo0"], "paper.bob_2": ["echo1"]}
+    assert list(import_groups(specs, root, "bench")) == ["bench"]  # --author still forces one author
+    one = write_two_author_export(tmp_path / "solo", ("alice", "alice"))
+    assert list(import_groups(load_export(one), one)) == ["alice"]  # one author: named after it, as before
+
+
+def test_authors_that_import_under_the_same_name_are_refused_before_anything_is_written(tmp_path, envduels_home):
+    root = write_two_author_export(tmp_path / "paper", ("bob 2", "bob/2"))
+    code, out, err = run_cli("import", str(root))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"envduels: error: {root}: cannot import: authors 'bob 2' and 'bob/2' both import "
+                                "as import:paper.bob_2; give them names that differ in letters, digits or '_.-', "
+                                "or import everything as one author with --author NAME"]
+    assert not (envduels_home / "warehouse.duckdb").exists() and not (envduels_home / "imports").exists()
+    assert not (envduels_home / "dagster").exists()
+
+
+@pytest.mark.slow  # two import runs, two pairs and an author_value run, in-process: ~30 s on 2 shared cores
+def test_imported_authors_stay_apart_through_pairs_and_author_value(tmp_path, envduels_home, monkeypatch):
+    from envduels_dagster.assets.duels.assets import duel_episodes
+    from envduels_dagster.assets.value.assets import author_value
+    from envduels_dagster.definitions import build_resources
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text("models:\n  - name: novice\n    model: envduels-sim/novice\n    roles: [solver]\n"
+                        "  - name: expert\n    model: envduels-sim/expert\n    roles: [author]\n")
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
+    monkeypatch.setenv("DAGSTER_HOME", str(envduels_home / "dagster"))
+    root = write_two_author_export(tmp_path / "paper")
+
+    code, out, err = run_cli("import", str(root), "--json")
+    assert code == 0, err
+    assert [json.loads(line)["author"] for line in out.splitlines()] == ["import:paper.alice", "import:paper.bob"]
+    assert [json.loads(line)["env_id"] for line in out.splitlines()] == ["import:paper.alice.echo0",
+                                                                         "import:paper.bob.echo1"]
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_materialized_partitions(dg.AssetKey("authored_environments")) == {
+            "import:paper.alice", "import:paper.bob"}
+        assert instance.get_dynamic_partitions(SOLVERS_PARTITION) == []  # imports never solve
+        # The sensor: expert authors (its own request), then each import is played by the learner only.
+        sensor_resources = {"warehouse": dg.ResourceDefinition.none_resource(), "settings": build_resources()["settings"]}
+        runs, cursor, _ = tick(instance, resources=sensor_resources)
+        assert keys_of(runs, "author_job") == ["expert"]
+        runs, cursor, _ = tick(instance, cursor, sensor_resources)
+        assert sorted(keys_of(runs, "pair_job", instance)) == ["import:paper.alice|novice", "import:paper.bob|novice"]
+        resources = build_resources()
+        for author in ("import:paper.alice", "import:paper.bob"):
+            assert dg.materialize([duel_episodes], instance=instance, resources=resources,
+                                  partition_key=pair_key(author, "novice")).success
+        assert dg.materialize([author_value], instance=instance, resources=resources, partition_key="novice").success
+    with duckdb.connect(str(envduels_home / "warehouse.duckdb"), read_only=True) as conn:
+        rows = conn.execute("SELECT learner, author, n_envs FROM author_value ORDER BY author").fetchall()
+        meta = conn.execute("SELECT author, author_meta FROM environments ORDER BY author").fetchall()
+    assert rows == [("novice", "import:paper.alice", 1), ("novice", "import:paper.bob", 1)]
+    assert [json.loads(m)["imported_author"] for _, m in meta] == ["alice", "bob"]

@@ -45,6 +45,9 @@ def authored_environments(context: dg.AssetExecutionContext, config: AuthoringCo
         raise dg.Failure(f"authoring settings cannot be used, nothing was written: {exc}") from None
     registry = gateway.registry()
     entry = registry.get(author)
+    if not entry.authors:  # a partition left from before its roles changed, materialized by hand
+        raise dg.Failure(f"model {author!r} has roles {list(entry.roles)} in {registry.path}: it writes no "
+                         "environments; nothing was written. Give it the author role to author.")
     gw = gateway.gateway(registry)
 
     def progress(done: int, total: int, spec) -> None:

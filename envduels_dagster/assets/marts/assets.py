@@ -92,7 +92,7 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         duels = conn.execute("SELECT * FROM duels WHERE round = ?", [round_]).df()
         pair = conn.execute("SELECT author, solver, lift, lift_ci_lower, lift_ci_upper, lift_ci_reason FROM pair_lift "
                             "WHERE round = ?", [round_]).df()
-        registry = conn.execute("SELECT name, model FROM model_registry").df()
+        registry = conn.execute("SELECT * FROM model_registry").df()
     if stats.empty:
         raise dg.Failure(f"env_solver_stats has no round-{round_} rows: materialize the round's episodes and the "
                          "dbt marts first (DuelSettings.rankings_round picks the round)")
@@ -107,8 +107,14 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     peer = tests[~tests["is_self_pair"]]
     s = summary.iloc[0]
     transitivity = transitivity_markdown(s)
+    scope = rankings_scope(registry, stats)
     metadata: dict[str, Any] = {
         **table_metadata(warehouse, "rankings"),
+        # which figures mean something with these roles (core/roster.py): read before the leaderboard
+        "meaningful_rankings": dg.MetadataValue.md(
+            "| figure | with these roles |\n|---|---|\n"
+            + "\n".join(f"| {k.replace('_', ' ')} | {v} |" for k, v in scope.items())),
+        **{f"scope_{k}": v.split(":")[0] for k, v in scope.items()},
         "rounds used": f"round {round_}" + (" (the benchmark: original authoring)" if round_ == 0 else
                                              f" (hardening round {round_})"),
         "round": round_,
@@ -138,6 +144,14 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         warnings.simplefilter("ignore")
         return dg.Output(table, metadata=metadata,
                          data_version=table_version(warehouse, "rankings", "rankings_summary"))
+
+
+def rankings_scope(registry, stats) -> dict[str, str]:
+    """``core.roster.ranking_scope`` of the ``model_registry`` table's roles and the imports found in the stats."""
+    from envduels_dagster.core.roster import ranking_scope, roster_from_table
+
+    roles = registry["roles"] if "roles" in registry else [None] * len(registry)
+    return ranking_scope(roster_from_table(zip(registry["name"], roles), stats["author"]))
 
 
 @dg.asset(

@@ -40,7 +40,8 @@ CHECKS = {
     "interval_contains_estimate": "The published interval (lift_ci_lower, lift_ci_upper) is given exactly when "
                                   "lift_ci_reason is NULL and then lift_ci_lower <= lift <= lift_ci_upper.",
     "every_model_present": "Every registry model appears: one row per (round, author with valid environments in "
-                           "that round, solver) peer pair, no duplicate pairs, no model missing from the registry.",
+                           "that round, solver-role model) peer pair, no duplicate pairs, no model missing from the "
+                           "registry.",
     "sample_size_minimum": "Every pair has at least DuelSettings.check_min_matched_seeds matched seeds.",
     "incomplete_excluded": "n_matched, n_incomplete and lift equal their recomputation from completed, matched "
                            "episodes: incomplete episodes, and seeds the adaptive sampler played conditionally "
@@ -102,8 +103,13 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
 
     registry = cat.table("model_registry")
     models_from = "model_registry"
+    solvers = None  # with roles (core/roster.py): only models with the solver role play
     if registry is not None:
         models = [r[0] for r in conn.execute(f"SELECT name FROM {registry} ORDER BY name").fetchall()]
+        if "roles" in cat.columns("model_registry"):
+            from envduels_dagster.core.roster import roster_from_table
+
+            solvers = set(roster_from_table(conn.execute(f"SELECT name, roles FROM {registry}").fetchall()).solvers)
     else:  # fall back to the models that played
         models_from = "episodes (model_registry table absent)"
         models = sorted({r[0] for r in conn.execute(
@@ -115,7 +121,8 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
     authors = set() if envs is None else {(r[0], r[1]) for r in conn.execute(
         f"SELECT DISTINCT {'round' if by_round else '0'}, author FROM {envs} WHERE valid").fetchall()}
     cover = ["round", "author", "solver"] if by_round else ["author", "solver"]
-    expected_pairs = pd.DataFrame([(r, a, s) for r, a in sorted(authors) if a in models for s in models if s != a],
+    players = [s for s in models if solvers is None or s in solvers]
+    expected_pairs = pd.DataFrame([(r, a, s) for r, a in sorted(authors) if a in models for s in players if s != a],
                                   columns=["round", "author", "solver"])[cover]
     rows = df.groupby(cover).size().rename("pair_rows").reset_index()
     coverage = expected_pairs.merge(rows, on=cover, how="left")

@@ -8,15 +8,23 @@ Why two dynamic sets holding the same names ("models" for the author side,
 MultiToSingleDimensionPartitionMapping ignores ``partition_dimension_name`` when it
 validates the asset graph, so a pair definition whose two dimensions share one
 partitions definition fails to load in the webserver. With distinct sets each
-dimension matches exactly one single-dimension asset. ``register_models`` keeps
-both sets equal.
+dimension matches exactly one single-dimension asset.
+
+Roles (issue 30, ``core/roster.py``): the author set holds the models with the author role (and
+imports), the solver set the models with the solver role, so the pair matrix is exactly author x
+solver and ``training_set``/``author_value`` exist only for learners. With every model in both roles
+(the default) the two sets hold the same names, as before roles existed.
 """
 
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import dagster as dg
+
+if TYPE_CHECKING:
+    from envduels_dagster.core.roster import Newcomers, Roster
 
 MODELS_PARTITION = "models"
 SOLVERS_PARTITION = "solvers"
@@ -36,15 +44,22 @@ def pair_key(author: str, solver: str) -> dg.MultiPartitionKey:
 
 
 def register_models(instance: dg.DagsterInstance, names: list[str]) -> list[str]:
-    """Add registry model names as partitions; return the ones that were new."""
-    existing = set(instance.get_dynamic_partitions(MODELS_PARTITION))
-    new = [n for n in names if n not in existing]
-    if new:
-        instance.add_dynamic_partitions(MODELS_PARTITION, new)
-    solvers = set(instance.get_dynamic_partitions(SOLVERS_PARTITION))
-    if missing := [n for n in names if n not in solvers]:
-        instance.add_dynamic_partitions(SOLVERS_PARTITION, missing)
-    return new
+    """Add registry model names as partitions of both sides (every model authors and solves); return the new."""
+    from envduels_dagster.core.roster import Roster
+
+    return register_roster(instance, Roster.everyone(names))
+
+
+def register_roster(instance: dg.DagsterInstance, roster: Roster) -> list[str]:
+    """Add the roster's authors to the author side and its solvers to the solver side; return the models that
+    got a partition they lacked (in either role)."""
+    new = roster.newcomers(instance.get_dynamic_partitions(MODELS_PARTITION),
+                           instance.get_dynamic_partitions(SOLVERS_PARTITION))
+    if new.authors:
+        instance.add_dynamic_partitions(MODELS_PARTITION, list(new.authors))
+    if new.solvers:
+        instance.add_dynamic_partitions(SOLVERS_PARTITION, list(new.solvers))
+    return new.names
 
 
 def register_import(instance: dg.DagsterInstance, partition: str) -> None:
@@ -54,6 +69,7 @@ def register_import(instance: dg.DagsterInstance, partition: str) -> None:
         instance.add_dynamic_partitions(MODELS_PARTITION, [partition])
 
 
-def add_requests(names: list[str]) -> list:
-    """Sensor-side equivalent of ``register_models``."""
-    return [models_partitions.build_add_request(names), solver_partitions.build_add_request(names)]
+def add_requests(new: Newcomers) -> list:
+    """Sensor-side equivalent of ``register_roster``: each newcomer on the side(s) of its new role(s)."""
+    return [*([models_partitions.build_add_request(list(new.authors))] if new.authors else []),
+            *([solver_partitions.build_add_request(list(new.solvers))] if new.solvers else [])]

@@ -23,11 +23,12 @@ import time
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, add_requests
+from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION, add_requests
 from envduels_dagster.assets.registry.requests import dimension_orders, stage_run_requests, stage_statuses
+from envduels_dagster.core.imports import is_import
 from envduels_dagster.core.registry import Registry, RegistryError, load_registry
-from envduels_dagster.core.requests import RequestBook, next_step, plan_new_models, plan_refresh, plan_stale
-from envduels_dagster.core.staleness import new_model_plan
+from envduels_dagster.core.requests import RequestBook, next_step, plan_newcomers, plan_refresh, plan_stale
+from envduels_dagster.core.roster import Roster
 from envduels_dagster.resources import DuelSettings
 
 PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests.py and the README
@@ -49,17 +50,22 @@ def _newest_partition_materialization(instance: dg.DagsterInstance) -> float:
     return newest
 
 
-def _open_requests(context, book: RequestBook, registry: Registry, warehouse: DuckDBResource,
+def _open_requests(context, book: RequestBook, registry: Registry, roster: Roster, warehouse: DuckDBResource,
                    settings: DuelSettings, rounds: int) -> list:
-    """Open a request for newcomers, else (when idle) for stale partitions, else for hand-run partitions."""
-    new, _ = new_model_plan(registry.names, context.instance.get_dynamic_partitions(MODELS_PARTITION))
+    """Open a request for newcomers, else (when idle) for stale partitions, else for hand-run partitions.
+
+    A newcomer is a model whose role has no partition yet (``Roster.newcomers``): a new author plays its row
+    of pairs, a new learner its column, a model with both roles both (the 2N+1 pairs of before roles)."""
+    instance = context.instance
+    new = roster.newcomers(instance.get_dynamic_partitions(MODELS_PARTITION),
+                           instance.get_dynamic_partitions(SOLVERS_PARTITION))
     stamp = f"{int(time.time())}"
     if new:
         mode = os.environ.get(PANEL_MODE_ENV, "frozen")
-        book.add(plan_new_models(book.new_id(f"new-{stamp}"), new, registry.names, rounds, mode,
-                                 imported=sorted(book.imports)))
+        book.add(plan_newcomers(book.new_id(f"new-{stamp}"), roster.authors, roster.solvers, new.authors,
+                                new.solvers, rounds, mode, imported=sorted(book.imports)))
         return add_requests(new)
-    _open_import_requests(context, book, registry, stamp)
+    _open_import_requests(context, book, roster, stamp)
     if book.open:
         return []
     if time.time() - book.last_stale_check >= float(os.environ.get(STALE_INTERVAL_ENV, "3600")):
@@ -69,7 +75,8 @@ def _open_requests(context, book: RequestBook, registry: Registry, warehouse: Du
         versions = {m.name: m.version for m in registry.models}
         with warehouse.get_connection() as conn:
             authors, pairs = stale_partitions(conn, versions, list(settings.benchmark_seeds))
-        plan = plan_stale(book.new_id(f"stale-{stamp}"), authors, pairs, registry.names, rounds)
+        authors, pairs = roster.still_wanted(authors, pairs)  # a model that lost a role is not re-run in it
+        plan = plan_stale(book.new_id(f"stale-{stamp}"), authors, pairs, roster.solvers, rounds)
         if plan:
             book.add(plan)
             return []
@@ -78,14 +85,13 @@ def _open_requests(context, book: RequestBook, registry: Registry, warehouse: Du
         book.refreshed_through = newest  # first tick on an existing instance: what is there counts as refreshed
     elif newest > book.refreshed_through and not context.instance.get_run_records(
             dg.RunsFilter(statuses=ACTIVE), limit=1):
-        book.add(plan_refresh(book.new_id(f"refresh-{stamp}"), registry.names, "partitions ran outside a request"))
+        book.add(plan_refresh(book.new_id(f"refresh-{stamp}"), roster.solvers, "partitions ran outside a request"))
     return []
 
 
-def _open_import_requests(context, book: RequestBook, registry: Registry, stamp: str) -> None:
+def _open_import_requests(context, book: RequestBook, roster: Roster, stamp: str) -> None:
     """Every import (partition ``import:<name>``, ``envduels import``) whose environments landed since it was
-    last planned: every registry model plays it (``plan_import``), then one downstream refresh."""
-    from envduels_dagster.core.imports import is_import
+    last planned: every registry model with the solver role plays it (``plan_import``), then one refresh."""
     from envduels_dagster.core.requests import plan_import
 
     imports = {p for p in context.instance.get_dynamic_partitions(MODELS_PARTITION) if is_import(p)}
@@ -96,7 +102,7 @@ def _open_import_requests(context, book: RequestBook, registry: Registry, stamp:
     for partition, storage_id in sorted(landed.items()):
         if storage_id > book.imports.get(partition, -1):
             book.imports[partition] = storage_id
-            book.add(plan_import(book.new_id(f"import-{stamp}"), partition, registry.names))
+            book.add(plan_import(book.new_id(f"import-{stamp}"), partition, roster.solvers))
 
 
 def _advance(context, book: RequestBook, registry: Registry | None = None) -> list[dg.RunRequest]:
@@ -134,9 +140,11 @@ def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
         book = RequestBook.from_json(context.cursor)
         try:
             registry = load_registry()
+            imports = [p for p in context.instance.get_dynamic_partitions(MODELS_PARTITION) if is_import(p)]
+            roster = Roster.from_registry(registry, imports)  # refuses a registry with no author or no solver
         except RegistryError as exc:
             return dg.SkipReason(f"registry is invalid, nothing requested: {exc}")
-        partition_requests = _open_requests(context, book, registry, warehouse, settings, rounds)
+        partition_requests = _open_requests(context, book, registry, roster, warehouse, settings, rounds)
         runs = _advance(context, book, registry)
         if not runs and not partition_requests:
             return dg.SensorResult(cursor=book.to_json(), skip_reason=dg.SkipReason(

@@ -30,14 +30,16 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
     from envduels_dagster.core.warehouse import read_table, replace_rows
 
     registry = gateway.registry()
-    learners, skipped = trainers(registry.models)  # the models whose provider can train them (the simulated)
+    # learners are the models with the solver role whose provider can train them (the simulated); the
+    # held-out environments come from the author-role models
+    learners, skipped = trainers([m for m in registry.models if m.solves])
     with warehouse.get_connection() as conn:
         envs = read_table(conn, "environments", {"round": 0})
         training = read_table(conn, "training_set")  # used when study_train_on == "training_set"
         lift = read_table(conn, "pair_lift", {"round": 0})  # per round: the round-0 environments' lift
     gw = gateway.gateway(registry)
     df = asyncio.run(run_and_close(gw, run_study(
-        gw, registry.names, learners, envs, training, lift, settings.study_train_on, settings.study_heldout_envs,
+        gw, registry.authors, learners, envs, training, lift, settings.study_train_on, settings.study_heldout_envs,
         list(settings.benchmark_seeds), sandbox.limits(),
         on_learner=lambda learner: context.log.info(f"lift->learning: studied {learner}"))))
     with warehouse.get_connection() as conn:
