@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from envduels_dagster.core.convergence import similarity_matrix
+from envduels_dagster.core.stats.similarity import similarity_matrix
 
 
 def source_similarity(a: str, b: str) -> float:

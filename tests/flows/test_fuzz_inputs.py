@@ -122,7 +122,7 @@ sources = st.builds(
 def test_pathological_but_valid_sources_validate_or_are_rejected_with_a_reason(source):
     import asyncio
 
-    from envduels_dagster.core.convergence import shape_tokens
+    from envduels_dagster.core.stats.similarity import shape_tokens
     from envduels_dagster.core.protocol import EnvironmentSpec
     from envduels_dagster.core.validation import validate_environment
 
