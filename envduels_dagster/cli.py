@@ -305,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # usage errors: one line, exit 2 (_Parser.error)
     try:
+        from envduels_dagster.env_settings import check_settings
+
+        check_settings()  # every ENVDUELS_* range, before any command writes or spends anything (exit 2)
         return args.func(args)
     except KeyboardInterrupt:
         _report(args, "interrupted", EXIT_INTERRUPTED)

@@ -1,8 +1,11 @@
 """How big a duel is: environments per author, benchmark seeds, concurrency, training filter."""
 
 from collections.abc import Callable
+from typing import Any
 
 import dagster as dg
+
+from envduels_dagster.env_settings import SettingsError, value  # noqa: F401  (SettingsError: re-exported)
 
 
 class DuelSettings(dg.ConfigurableResource):
@@ -41,36 +44,20 @@ class DuelSettings(dg.ConfigurableResource):
     rankings_round: int = 0
 
 
-class SettingsError(ValueError):
-    """An ENVDUELS_* size variable that cannot be used (the CLI reports it as bad input, exit 2)."""
-
-
-def _seed_range(value: str) -> list[int]:
-    n = int(value)
-    if not 1 <= n <= 1000:
-        raise ValueError("a number of seeds from 1 to 1000 is needed")
-    return list(range(n))
-
-
 # Environment variables that size and shape the runs the daemon launches (the demo honours them too),
-# read when the definitions are built: ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a
-# newly written environment gets: 0..N-1), ENVDUELS_TRAINING_ADMISSION.
-SETTINGS_ENV: dict[str, tuple[str, Callable[[str], object]]] = {
+# read when the definitions are built; their ranges are checked once, up front (env_settings.py):
+# ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a newly written environment gets:
+# 0..N-1), ENVDUELS_TRAINING_ADMISSION.
+SETTINGS_ENV: dict[str, tuple[str, Callable[[Any], object]]] = {
     "ENVDUELS_ENVS_PER_AUTHOR": ("envs_per_author", int),
-    "ENVDUELS_SEEDS": ("benchmark_seeds", _seed_range),
+    "ENVDUELS_SEEDS": ("benchmark_seeds", lambda n: list(range(n))),
     "ENVDUELS_TRAINING_ADMISSION": ("training_admission", str),
 }
 
 
 def settings_from_env(**overrides) -> DuelSettings:
-    """``DuelSettings`` with the SETTINGS_ENV variables that are set, then ``overrides``."""
+    """``DuelSettings`` with the SETTINGS_ENV variables that are set, then ``overrides``; SettingsError when bad."""
     import os
 
-    values = {}
-    for var, (field, cast) in SETTINGS_ENV.items():
-        if os.environ.get(var):
-            try:
-                values[field] = cast(os.environ[var])
-            except ValueError as exc:
-                raise SettingsError(f"{var}={os.environ[var]!r} cannot be used: {exc}") from None
+    values = {field: cast(value(var)) for var, (field, cast) in SETTINGS_ENV.items() if os.environ.get(var, "").strip()}
     return DuelSettings(**{**values, **overrides})
