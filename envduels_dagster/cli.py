@@ -88,8 +88,10 @@ PORT = _int_in(0, 65535, "port")
 
 def _load_specs(args: argparse.Namespace):
     from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec
+    from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seeds_problem
 
+    if args.seed and (problem := seeds_problem(args.seed)) is not None:
+        raise UsageError(f"--seed: {problem}")
     path = Path(args.path)
     if path.is_dir():
         return load_export(path)
@@ -116,6 +118,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print(json.dumps({"env_id": None, "valid": False, "reason": str(exc), "winnability": "unproven"}))
         else:
             print(f"{args.path}: REJECTED: {exc}")
+        return 1
+    if not specs:  # an export that lists nothing validated "successfully" with no output (issue 33)
+        print(json.dumps({"env_id": None, "valid": False, "reason": "the export lists no environments",
+                          "winnability": "unproven"}) if args.json else f"{args.path}: REJECTED: the export lists "
+              "no environments")
         return 1
     results = [asyncio.run(validate_environment(s)) for s in specs]
     for r in results:
@@ -157,11 +164,19 @@ def _cmd_import(args: argparse.Namespace) -> int:
     """Import an EnvDuels export through Dagster: checked here first (bad input: exit 2, nothing written), then
     staged under ENVDUELS_HOME and materialized by an ``import_job`` run as author partition ``import:<name>``."""
     from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.imports import import_name_for, import_partition, namespaced, stage_export
+    from envduels_dagster.core.imports import (
+        ImportInputError,
+        import_name_for,
+        import_partition,
+        namespaced,
+        stage_export,
+    )
     from envduels_dagster.importing import run_import
     from envduels_dagster.settings import envduels_home
 
-    specs = load_export(args.path)  # raises before anything is written
+    specs = load_export(args.path)  # raises before anything is written (duplicate or too many seeds too)
+    if not specs:  # staging nothing failed later naming an internal .tmp-... path (issue 33)
+        raise ImportInputError("the export lists no environments; nothing to import")
     name = import_name_for(specs, args.path, args.author)
     partition = import_partition(name)
     namespaced(specs, partition)  # ids that clash once namespaced are refused here, before anything is written
