@@ -237,6 +237,9 @@ def _cmd_serve_sim(args: argparse.Namespace) -> int:
     from envduels_dagster.sim.server import ServerConfig, serve
 
     key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and not key:  # it served without any key (issue 33): refuse rather than serve open
+        raise UsageError(f"--api-key-env {args.api_key_env}: that variable is not set or empty; export the key "
+                         "in it, or leave --api-key-env out to serve without a key")
     serve(args.host, args.port, ServerConfig(latency_ms=args.latency_ms, fault_rate=args.fault_rate, seed=args.seed,
                                              timeout_fault_s=args.timeout_fault_s, api_key=key))
     return 0
@@ -333,6 +336,13 @@ def main(argv: list[str] | None = None) -> int:
         message, code = describe(exc, args)
         _report(args, message, code)
         return code
+    except BaseException as exc:
+        # Ctrl-C inside a Dagster step arrives as DagsterExecutionInterruptedError, a BaseException like
+        # KeyboardInterrupt but not one: it ended with a traceback and exit 1 instead of the documented 130.
+        if type(exc).__name__ != "DagsterExecutionInterruptedError":
+            raise
+        _report(args, "interrupted", EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
 
 
 def _report(args: argparse.Namespace, message: str, code: int) -> None:

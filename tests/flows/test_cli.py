@@ -438,3 +438,51 @@ def test_a_failing_demo_run_is_one_line_naming_the_run_and_the_log_not_a_runtime
     assert line.endswith(f"in the Dagster UI; Dagster's log of the failure: {log} "
                          "(run again with --debug for the traceback)")
     assert "ConnectionRefusedError" in log.read_text()
+
+
+# Issue 33, item 8 (the smaller ones).
+def test_ctrl_c_inside_a_dagster_step_is_exit_130_and_one_line(monkeypatch, capsys):
+    from dagster._core.errors import DagsterExecutionInterruptedError
+
+    from envduels_dagster import cli
+
+    def interrupted(_args):
+        raise DagsterExecutionInterruptedError("Execution was interrupted")
+
+    monkeypatch.setattr(cli, "_cmd_models", interrupted)
+    assert cli.main(["models"]) == 130
+    assert capsys.readouterr().err == "envduels: error: interrupted\n"
+
+
+def test_serve_sim_refuses_a_key_variable_that_is_not_set(monkeypatch, capsys):
+    from envduels_dagster import cli
+
+    monkeypatch.delenv("ENVDUELS_TEST_UNSET_KEY", raising=False)
+    assert cli.main(["serve-sim", "--port", "0", "--api-key-env", "ENVDUELS_TEST_UNSET_KEY"]) == 2
+    assert capsys.readouterr().err == ("envduels: error: --api-key-env ENVDUELS_TEST_UNSET_KEY: that variable is not "
+                                       "set or empty; export the key in it, or leave --api-key-env out to serve "
+                                       "without a key\n")
+
+
+def test_a_warehouse_locked_by_another_process_gets_the_friendly_message(tmp_path, envduels_home):
+    import argparse
+
+    import duckdb
+
+    from envduels_dagster.cli_errors import describe
+
+    path = envduels_home / "warehouse.duckdb"
+    envduels_home.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(path)!r}); "
+                               "print('held', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(duckdb.Error) as caught:
+            duckdb.connect(str(path))
+        assert type(caught.value).__module__ == "_duckdb"  # what the old check missed
+        message, code = describe(caught.value, argparse.Namespace(command="demo"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1 and message == (f"warehouse {path} is in use by another process (a Dagster run or a dbt build?); "
+                                      "wait for it to finish and run again")
