@@ -89,8 +89,10 @@ PORT = _int_in(0, 65535, "port")
 
 def _load_specs(args: argparse.Namespace):
     from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec
+    from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seeds_problem
 
+    if args.seed and (problem := seeds_problem(args.seed)) is not None:
+        raise UsageError(f"--seed: {problem}")
     path = Path(args.path)
     if path.is_dir():
         return load_export(path)
@@ -117,6 +119,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print(json.dumps({"env_id": None, "valid": False, "reason": str(exc), "winnability": "unproven"}))
         else:
             print(f"{args.path}: REJECTED: {exc}")
+        return 1
+    if not specs:  # an export that lists nothing validated "successfully" with no output (issue 33)
+        print(json.dumps({"env_id": None, "valid": False, "reason": "the export lists no environments",
+                          "winnability": "unproven"}) if args.json else f"{args.path}: REJECTED: the export lists "
+              "no environments")
         return 1
     results = [asyncio.run(validate_environment(s)) for s in specs]
     for r in results:
@@ -160,11 +167,19 @@ def _cmd_import(args: argparse.Namespace) -> int:
     An export holding several authors' environments makes one import per author (``import:<dir>.<author>``,
     ``core/imports.import_groups``); ``--author NAME`` imports everything as one."""
     from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.imports import import_groups, import_partition, namespaced, stage_export
+    from envduels_dagster.core.imports import (
+        ImportInputError,
+        import_groups,
+        import_partition,
+        namespaced,
+        stage_export,
+    )
     from envduels_dagster.importing import run_import
     from envduels_dagster.settings import envduels_home
 
-    specs = load_export(args.path)  # raises before anything is written
+    specs = load_export(args.path)  # raises before anything is written (duplicate or too many seeds too)
+    if not specs:  # staging nothing failed later naming an internal .tmp-... path (issue 33)
+        raise ImportInputError("the export lists no environments; nothing to import")
     groups = import_groups(specs, args.path, args.author)
     for name, members in groups.items():  # ids that clash once namespaced are refused before anything is written
         namespaced(members, import_partition(name))
@@ -227,6 +242,9 @@ def _cmd_serve_sim(args: argparse.Namespace) -> int:
     from envduels_dagster.sim.server import ServerConfig, serve
 
     key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and not key:  # it served without any key (issue 33): refuse rather than serve open
+        raise UsageError(f"--api-key-env {args.api_key_env}: that variable is not set or empty; export the key "
+                         "in it, or leave --api-key-env out to serve without a key")
     serve(args.host, args.port, ServerConfig(latency_ms=args.latency_ms, fault_rate=args.fault_rate, seed=args.seed,
                                              timeout_fault_s=args.timeout_fault_s, api_key=key))
     return 0
@@ -311,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # usage errors: one line, exit 2 (_Parser.error)
     try:
+        from envduels_dagster.env_settings import check_settings
+
+        check_settings()  # every ENVDUELS_* range, before any command writes or spends anything (exit 2)
         return args.func(args)
     except KeyboardInterrupt:
         _report(args, "interrupted", EXIT_INTERRUPTED)
@@ -321,6 +342,13 @@ def main(argv: list[str] | None = None) -> int:
         message, code = describe(exc, args)
         _report(args, message, code)
         return code
+    except BaseException as exc:
+        # Ctrl-C inside a Dagster step arrives as DagsterExecutionInterruptedError, a BaseException like
+        # KeyboardInterrupt but not one: it ended with a traceback and exit 1 instead of the documented 130.
+        if type(exc).__name__ != "DagsterExecutionInterruptedError":
+            raise
+        _report(args, "interrupted", EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
 
 
 def _report(args: argparse.Namespace, message: str, code: int) -> None:

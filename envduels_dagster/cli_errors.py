@@ -73,4 +73,5 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
 
 
 def _is_duckdb_lock(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("duckdb") and "lock" in str(exc).lower()
+    # duckdb raises its errors from the compiled module: ``_duckdb.IOException`` (issue 33: never recognised)
+    return type(exc).__module__.lstrip("_").startswith("duckdb") and "lock" in str(exc).lower()

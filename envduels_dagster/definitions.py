@@ -12,7 +12,6 @@ prepared by ``make install`` / the demo (``assets/marts/project.py``), never by 
 from __future__ import annotations
 
 import functools
-import os
 
 import dagster as dg
 
@@ -57,6 +56,9 @@ def build_definitions() -> dg.Definitions:
 
     from envduels_dagster.assets.registry.sensors import build_requests_sensor
     from envduels_dagster.assets.rounds.definitions import configured_rounds
+    from envduels_dagster.env_settings import check_settings, int_value
+
+    check_settings()  # a bad ENVDUELS_* value fails the load with one line naming it (nothing is written)
 
     areas = [importlib.import_module(f"envduels_dagster.assets.{area}.definitions").defs() for area in AREAS]
     # One sensor launches every area's jobs in request stages (registry/sensors.py), so it is built here,
@@ -67,7 +69,7 @@ def build_definitions() -> dg.Definitions:
     # by envduels_requests, once per request.
     automation = dg.AutomationConditionSensorDefinition(
         "envduels_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=int(os.environ.get(AUTOMATION_INTERVAL_ENV) or 30))
+        minimum_interval_seconds=int_value(AUTOMATION_INTERVAL_ENV))
     return dg.Definitions.merge(*areas, dg.Definitions(sensors=[requests, automation], resources=build_resources(),
                                                        executor=EXECUTOR))
 

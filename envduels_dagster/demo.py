@@ -76,6 +76,7 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     from envduels_dagster.core.registry import load_registry
     from envduels_dagster.core.roster import Roster
     from envduels_dagster.definitions import build_definitions, build_resources
+    from envduels_dagster.run_launcher import worker_tags  # a killed demo's run is then failed by run monitoring
 
     resources = resources or build_resources()
     gateway: Any = resources["gateway"]
@@ -109,7 +110,7 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
         with contextlib.redirect_stdout(chatter):
             result = dg.materialize([*assets, *ALL_CHECKS], selection=assets, instance=instance,
                                     resources=resources, partition_key=partition_key, run_config=QUIET,
-                                    raise_on_error=False)
+                                    raise_on_error=False, tags=worker_tags())
         if not result.success:
             print(chatter.getvalue()[-5000:], file=sys.stderr)
             raise RuntimeError(f"run for {label} failed; see run {result.run_id} in the Dagster UI")

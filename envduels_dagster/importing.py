@@ -33,6 +33,7 @@ def run_import(partition: str, export_dir: Path) -> ImportRun:
     from envduels_dagster.assets.registry.partitions import register_import
     from envduels_dagster.definitions import build_definitions
     from envduels_dagster.demo import QUIET, prepare_instance_home
+    from envduels_dagster.run_launcher import worker_tags  # a killed import's run is then failed by run monitoring
 
     home = prepare_instance_home()
     run_config = {**QUIET, "ops": {"authored_environments": {"config": {"export_dir": str(export_dir)}}}}
@@ -40,7 +41,7 @@ def run_import(partition: str, export_dir: Path) -> ImportRun:
         register_import(instance, partition)
         job = build_definitions().resolve_job_def(IMPORT_JOB)
         result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=partition,
-                                        raise_on_error=False, tags={"envduels/import": partition})
+                                        raise_on_error=False, tags={"envduels/import": partition, **worker_tags()})
     metadata: dict = {}
     if result.success:
         (materialization,) = result.asset_materializations_for_node("authored_environments")

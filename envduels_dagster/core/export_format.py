@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seed_problem
+from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seed_problem, seeds_problem
 
 FORMAT_VERSION = 1
 
@@ -72,6 +72,8 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
                 if (problem := seed_problem(seed)) is not None:
                     raise ExportFormatError(f"environment {env_id!r}: {item['metadata']}: benchmark_seeds[{k}] "
                                             f"{problem}; give seeds as JSON integers in 0..2**64-1")
+            if (problem := seeds_problem(seeds)) is not None:  # a set, and at most MAX_BENCHMARK_SEEDS of them
+                raise ExportFormatError(f"environment {env_id!r}: {item['metadata']}: {problem}")
         hint = ""
         if item.get("privileged"):
             priv = _read_json(_inside(root, item["privileged"], "privileged", env_id), env_id, "privileged")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 Condition = Literal["cold", "hinted"]
 EpisodeStatus = Literal["success", "failure", "incomplete"]
@@ -34,6 +34,26 @@ def seed_problem(value: object) -> str | None:
     if not MIN_SEED <= value <= MAX_SEED:
         return f"{value} is outside 0..2**64-1 (seeds are unsigned 64-bit integers)"
     return None
+
+
+# Benchmark seeds are a set: a seed listed twice stored two episodes per (environment, seed, condition),
+# which the marts counted twice (an import with benchmark_seeds [0, 0, 0, 1] did, issue 33). And a bound:
+# 100,000 seeds made validate and import run without end. 1000 is also ENVDUELS_SEEDS' limit.
+MAX_BENCHMARK_SEEDS = 1000
+
+
+def seeds_problem(seeds: list[int]) -> str | None:
+    """Why ``seeds`` cannot be an environment's benchmark seeds (None when they can): too many, or repeated."""
+    if len(seeds) > MAX_BENCHMARK_SEEDS:
+        return f"{len(seeds)} benchmark seeds: at most {MAX_BENCHMARK_SEEDS} are allowed"
+    first: dict[int, int] = {}
+    for k, seed in enumerate(seeds):
+        if seed in first:
+            return (f"benchmark seed {seed} is listed twice (positions {first[seed]} and {k}): "
+                    "seeds are a set, list each once")
+        first[seed] = k
+    return None
+
 
 SOLVER_SYSTEM_PROMPT = (
     "You are playing an interactive language game. Each turn you receive an observation "
@@ -115,6 +135,13 @@ class EnvironmentSpec(BaseModel):
     # The authoring prompt the reply answered ("author-v2", core/authoring.PROMPT_VERSION; "harden-v1" for a
     # hardening round's rewrite); None for imports and for rows written before it was recorded.
     prompt_version: str | None = None
+
+    @field_validator("benchmark_seeds")
+    @classmethod
+    def _seeds_are_a_bounded_set(cls, seeds: list[int]) -> list[int]:
+        if (problem := seeds_problem(seeds)) is not None:
+            raise ValueError(problem)
+        return seeds
 
     def model_post_init(self, _ctx: Any) -> None:
         if not self.source_sha256:

@@ -5,10 +5,19 @@ must never see a half-written export. We write into a hidden temporary directory
 verify it against the contract and its checksums, rename it into place, and only
 then swap the symlink with an atomic ``os.replace``. A crash at any point leaves
 the previous ``latest`` untouched; leftovers are removed by the next export.
+
+Why a lock per learner: two exports of one learner at once (the automation sensor and a run from the
+UI) used to each start by deleting every ``.tmp-*`` of the learner's folder, the other's export in
+progress included (5 of 12 concurrent pairs failed with a raw FileNotFoundError, issue 33). Each export
+now holds an exclusive ``flock`` on ``<learner>/.export.lock`` from its sweep to its publish, so exports of
+one learner run one after the other and a sweep only ever sees leftovers of exports that died (the kernel
+releases a dead process's lock). An export that fails removes its own temporary directory, nothing else.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -30,6 +39,7 @@ from envduels_dagster.core.export_contract import (
 from envduels_dagster.core.protocol import SOLVER_SYSTEM_PROMPT, first_user_message, sha256_text
 from envduels_dagster.core.storage import TMP_PREFIX, switch_latest
 
+LOCK_NAME = ".export.lock"  # not a TMP_PREFIX name: never swept
 CHECKSUMS = "SHA256SUMS"
 
 
@@ -90,13 +100,38 @@ def write_export(learner_root: Path, learner: str, items: list[ExportItem], vers
     ``latest`` switched. A failed audit raises ExportIntegrityError and leaves ``latest`` where it was.
     """
     learner_root.mkdir(parents=True, exist_ok=True)
-    for stale in learner_root.glob(f"{TMP_PREFIX}*"):  # leftovers of a crashed export
-        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
-    final = learner_root / version
-    if final.exists():
-        raise ExportIntegrityError(f"export version {version} already exists at {final}")
-    tmp = learner_root / f"{TMP_PREFIX}{version}"
-    tmp.mkdir()
+    with learner_lock(learner_root):
+        for stale in learner_root.glob(f"{TMP_PREFIX}*"):  # leftovers of a crashed export (none is running)
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+        final = learner_root / version
+        if final.exists():
+            raise ExportIntegrityError(f"export version {version} already exists at {final}")
+        tmp = learner_root / f"{TMP_PREFIX}{version}"
+        tmp.mkdir()
+        try:
+            _stage(tmp, learner, items, version, on_file, expected, run_id)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # our own temporary directory, never another export's
+            raise
+        os.rename(tmp, final)
+        switch_latest(learner_root, version)
+    return final
+
+
+@contextlib.contextmanager
+def learner_lock(learner_root: Path):
+    """Hold the learner's export lock (exclusive, blocking) for the body; released on exit or process death."""
+    fd = os.open(learner_root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _stage(tmp: Path, learner: str, items: list[ExportItem], version: str,
+           on_file: Callable[[Path], None] | None, expected: dict[str, str] | None, run_id: str) -> None:
+    """Write and audit version ``version`` in ``tmp`` (raise ExportIntegrityError when the audit fails)."""
     entries, gym_rows, prompt_rows = [], [], []
     for item in items:
         if sha256_text(item.source) != item.source_sha256:
@@ -137,12 +172,8 @@ def write_export(learner_root: Path, learner: str, items: list[ExportItem], vers
                                     for p in sorted(tmp.rglob("*")) if p.is_file()))
     manifest = verify_export(tmp)
     if expected is not None and (problems := audit_against(manifest, expected)):
-        shutil.rmtree(tmp, ignore_errors=True)
         raise ExportIntegrityError(f"export {version} for {learner} does not match its training set, not published: "
                                    + "; ".join(problems))
-    os.rename(tmp, final)
-    switch_latest(learner_root, version)
-    return final
 
 
 def _write_parquet(path: Path, rows: list[dict]) -> None:

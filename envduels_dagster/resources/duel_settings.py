@@ -1,6 +1,7 @@
 """How big a duel is: environments per author, benchmark seeds, concurrency, training filter."""
 
 from collections.abc import Callable
+from typing import Any
 
 import dagster as dg
 
@@ -14,6 +15,7 @@ from envduels_dagster.core.authoring_plan import (
     parse_threshold,
     parse_wave_size,
 )
+from envduels_dagster.env_settings import SettingsError, value  # noqa: F401  (SettingsError: re-exported)
 
 
 class DuelSettings(dg.ConfigurableResource):
@@ -63,43 +65,39 @@ class DuelSettings(dg.ConfigurableResource):
         return AuthoringPlan(tuple(self.author_domains), self.author_duplicate_threshold, self.author_wave_size)
 
 
-class SettingsError(ValueError):
-    """An ENVDUELS_* size variable that cannot be used (the CLI reports it as bad input, exit 2)."""
-
-
-def _seed_range(value: str) -> list[int]:
-    n = int(value)
-    if not 1 <= n <= 1000:
-        raise ValueError("a number of seeds from 1 to 1000 is needed")
-    return list(range(n))
-
-
 # Environment variables that size and shape the runs the daemon launches (the demo honours them too),
-# read when the definitions are built: ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a
-# newly written environment gets: 0..N-1), ENVDUELS_TRAINING_ADMISSION; and the authoring slots' settings
-# ENVDUELS_AUTHOR_DOMAINS (families separated by ';'), ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD (0..1 or 'off'),
-# ENVDUELS_AUTHOR_WAVE (slots per wave).
-SETTINGS_ENV: dict[str, tuple[str, Callable[[str], object]]] = {
+# read when the definitions are built; their ranges are checked once, up front (env_settings.py):
+# ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a newly written environment gets:
+# 0..N-1), ENVDUELS_TRAINING_ADMISSION; and the authoring slots' settings (core/authoring_plan.py parses
+# them) ENVDUELS_AUTHOR_DOMAINS (families separated by ';'), ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD (0..1 or
+# 'off'), ENVDUELS_AUTHOR_WAVE (slots per wave).
+SETTINGS_ENV: dict[str, tuple[str, Callable[[Any], object]]] = {
     "ENVDUELS_ENVS_PER_AUTHOR": ("envs_per_author", int),
-    "ENVDUELS_SEEDS": ("benchmark_seeds", _seed_range),
+    "ENVDUELS_SEEDS": ("benchmark_seeds", lambda n: list(range(n))),
     "ENVDUELS_TRAINING_ADMISSION": ("training_admission", str),
     "ENVDUELS_AUTHOR_DOMAINS": ("author_domains", lambda v: list(parse_families(v))),
     "ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD": ("author_duplicate_threshold", parse_threshold),
     "ENVDUELS_AUTHOR_WAVE": ("author_wave_size", parse_wave_size),
 }
+AUTHORING_ENV = ("ENVDUELS_AUTHOR_DOMAINS", "ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD", "ENVDUELS_AUTHOR_WAVE")
 
 
 def settings_from_env(**overrides) -> DuelSettings:
-    """``DuelSettings`` with the SETTINGS_ENV variables that are set, then ``overrides``."""
+    """``DuelSettings`` with the SETTINGS_ENV variables that are set, then ``overrides``; SettingsError when bad."""
     import os
 
     values = {}
     for var, (field, cast) in SETTINGS_ENV.items():
-        if os.environ.get(var):
+        raw = os.environ.get(var, "").strip()
+        if not raw:
+            continue
+        if var in AUTHORING_ENV:  # lists and 'off', parsed by core/authoring_plan.py
             try:
-                values[field] = cast(os.environ[var])
+                values[field] = cast(raw)
             except ValueError as exc:
-                raise SettingsError(f"{var}={os.environ[var]!r} cannot be used: {exc}") from None
+                raise SettingsError(f"{var}={raw!r} cannot be used: {exc}") from None
+        else:
+            values[field] = cast(value(var))
     settings = DuelSettings(**{**values, **overrides})
     try:
         settings.authoring_plan()  # e.g. a wave size passed as an override: refused here too, before any write

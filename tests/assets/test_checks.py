@@ -228,6 +228,10 @@ CORRUPTIONS = [
      "INSERT INTO episodes SELECT * FROM episodes WHERE solver = 'bob' AND author = 'alice' AND seed = 0 "
      "AND condition = 'cold'",
      "one episode per (env, solver, seed, condition): 2 of 5 rows violate it", {}),
+    ("episodes", "seeds_covered",
+     "DELETE FROM episodes WHERE solver = 'bob' AND author = 'alice' AND seed = 1",
+     "every valid environment x benchmark seed of the author was played: 2 of 4 rows violate it, "
+     "e.g. [env_id=alice.r0.0, seed=1, condition=cold, seed_episodes=0]", {}),
     # An infrastructure error recorded as a solver failure: the pitfall the issue names first.
     ("episodes", "incomplete_episodes_flagged",
      "UPDATE episodes SET stop_reason = 'llm_error', error = 'Timeout' WHERE solver = 'bob' AND author = 'alice' "
@@ -572,3 +576,16 @@ def test_real_training_set_is_checked_then_published(sim_pipeline, tmp_path):
         "training_set", "published_training_set"}
     assert all(e.passed for e in result.get_asset_check_evaluations())
     assert isinstance(json.loads(export.read_text()), list)
+
+
+def test_conditions_paired_blocks_every_rounds_pair_runs_and_seed_coverage_does_not():
+    """Issue 33: unpaired or duplicated episodes fed the marts because conditions_paired did not block. Blocking, a
+    failure fails the pair run, its request stage fails, and the request never refreshes the marts. Seed coverage
+    stays non-blocking: adaptive sampling leaves settled seeds unplayed on purpose."""
+    from envduels_dagster.definitions import build_definitions
+
+    specs = {(s.asset_key.to_user_string(), s.name): s for c in build_definitions().asset_checks or []
+             for s in c.check_specs}
+    for asset in ("duel_episodes", "duel_episodes_r1"):
+        assert specs[(asset, "conditions_paired")].blocking
+        assert not specs[(asset, "seeds_covered")].blocking

@@ -218,4 +218,42 @@ def test_an_export_that_does_not_match_its_training_set_is_never_published(tmp_p
                                                    r"missing from the export: b"):
         write_export(root, "l", [item("a")], "v2", expected={"a": item("a").source_sha256, "b": "f" * 64})
     assert (root / "latest").resolve() == first.resolve()
-    assert sorted(p.name for p in root.iterdir()) == ["latest", "v1"]  # no staged leftovers, no v2
+    # no staged leftovers, no v2 (.export.lock: the learner's export lock, issue 33)
+    assert sorted(p.name for p in root.iterdir()) == [".export.lock", "latest", "v1"]
+
+
+CONCURRENT_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from tests.core.test_training_export import item
+    from envduels_dagster.core.training_export import write_export
+    root, version = Path(sys.argv[1]), sys.argv[2]
+    write_export(root, "l", [item(f"e{i}") for i in range(20)], version, on_file=lambda p: time.sleep(0.01))
+    print("published", version)
+""")
+
+
+def test_two_exports_of_one_learner_at_once_both_publish(tmp_path):
+    """Issue 33: each export used to sweep every .tmp-* of the learner, the other's export in progress too."""
+    root = tmp_path / "exports" / "l"
+    stale = root / ".tmp-crashed"  # a leftover of an export that died: still swept
+    stale.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT_SCRIPT, str(root), v], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for v in ("va", "vb")]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    assert sorted(out.split()[-1] for out, _ in outs) == ["va", "vb"]
+    for version in ("va", "vb"):
+        assert len(verify_export(root / version).environments) == 20
+    assert (root / "latest").resolve() in {root / "va", root / "vb"}
+    assert not list(root.glob(".tmp-*"))  # the crashed leftover is gone, and neither export left its own
+
+
+def test_a_failed_export_removes_only_its_own_temporary_directory(tmp_path):
+    root = tmp_path / "exports" / "l"
+    first = write_export(root, "l", [item("a")], "v1")
+    with pytest.raises(ExportIntegrityError, match="does not match its training set"):
+        write_export(root, "l", [item("a")], "v2", expected={"b": sha256_text(SOURCE)})
+    assert not list(root.glob(".tmp-*")) and not (root / "v2").exists()
+    assert (root / "latest").resolve() == first

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -334,13 +335,85 @@ def test_demo_with_a_bad_registry_is_one_line_exit_2(cli_env, tmp_path):
                                    "apprentice, novice")
 
 
-@pytest.mark.parametrize(("value", "why"), [("x", "invalid literal for int() with base 10: 'x'"),
-                                          ("0", "a number of seeds from 1 to 1000 is needed")])
-def test_demo_with_a_bad_seeds_variable_is_one_line_exit_2_and_writes_nothing(cli_env, value, why):
-    out = envduels({**cli_env, "ENVDUELS_SEEDS": value}, "demo")
+# Issue 33, item 4: every bad value the fault hunt tried, refused before anything is written or spent. Before,
+# ENVDUELS_TRAINING_ADMISSION=bogus failed after authoring, play and the marts; ENVDUELS_ENVS_PER_AUTHOR=0/-3
+# failed inside authoring (KeyError: 'domain'); ENVDUELS_ROUNDS=abc and the interval variables said "invalid
+# literal for int()" after the instance was written; ENVDUELS_ROUNDS=-1 ran none, =100000 hung; 10**8
+# environments per author were accepted.
+BAD_SETTINGS = [
+    ("ENVDUELS_TRAINING_ADMISSION", "bogus", "one of probability, rule"),
+    ("ENVDUELS_ENVS_PER_AUTHOR", "0", "an integer from 1 to 1000"),
+    ("ENVDUELS_ENVS_PER_AUTHOR", "-3", "an integer from 1 to 1000"),
+    ("ENVDUELS_ENVS_PER_AUTHOR", "100000000", "an integer from 1 to 1000"),
+    ("ENVDUELS_ROUNDS", "abc", "an integer from 0 to 20"),
+    ("ENVDUELS_ROUNDS", "-1", "an integer from 0 to 20"),
+    ("ENVDUELS_ROUNDS", "100000", "an integer from 0 to 20"),
+    ("ENVDUELS_SENSOR_INTERVAL_S", "abc", "an integer from 1 to 86400"),
+    ("ENVDUELS_AUTOMATION_INTERVAL_S", "0", "an integer from 1 to 86400"),
+    ("ENVDUELS_STALE_INTERVAL_S", "abc", "a number from 0 to 31536000"),
+    ("ENVDUELS_STALE_INTERVAL_S", "nan", "a number from 0 to 31536000"),
+    ("ENVDUELS_SEEDS", "x", "an integer from 1 to 1000"),
+    ("ENVDUELS_SEEDS", "0", "an integer from 1 to 1000"),
+    ("ENVDUELS_PANEL_MODE", "thawed", "one of frozen, live"),
+    ("ENVDUELS_PAIRS_PER_RUN", "0", "an integer from 1 to 10000"),
+    ("ENVDUELS_PARALLEL_RUNS", "1.5", "an integer from 1 to 64"),
+    ("ENVDUELS_LITELLM_PROCESSES", "-1", "an integer from 0 to 64"),
+    ("ENVDUELS_STORAGE", "cloud", "one of embedded, shared"),
+]
+
+
+@pytest.mark.parametrize(("var", "value", "accepted"), BAD_SETTINGS)
+def test_demo_with_a_bad_setting_is_one_line_exit_2_naming_the_variable_and_writes_nothing(
+        cli_env, monkeypatch, capsys, var, value, accepted):
+    from envduels_dagster.cli import main  # in this process: the same boundary, without 18 interpreter starts
+
+    monkeypatch.setenv(var, value)
+    t0 = time.monotonic()
+    assert main(["demo"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"envduels: error: settings: {var}={value!r} is not accepted: expected {accepted} ("), err
+    assert "unset it for the default" in err
+    assert not Path(cli_env["ENVDUELS_HOME"]).exists()  # no instance, warehouse, cache or log was started
+    assert time.monotonic() - t0 < 5  # refused up front, not after a run (it was 121 s for the admission value)
+
+
+def test_a_bad_setting_through_the_installed_command_is_exit_2_and_writes_nothing(cli_env):
+    out = envduels({**cli_env, "ENVDUELS_TRAINING_ADMISSION": "bogus"}, "demo")
     assert out.returncode == 2
-    assert one_error_line(out) == f"envduels: error: settings: ENVDUELS_SEEDS='{value}' cannot be used: {why}"
-    assert not Path(cli_env["ENVDUELS_HOME"]).exists()  # no instance, warehouse or log was started
+    assert one_error_line(out).startswith("envduels: error: settings: ENVDUELS_TRAINING_ADMISSION='bogus' is not "
+                                          "accepted: expected one of probability, rule (")
+    assert not Path(cli_env["ENVDUELS_HOME"]).exists()
+
+
+def test_every_command_checks_the_settings_first(cli_env, tmp_path):
+    out = envduels({**cli_env, "ENVDUELS_ROUNDS": "-1"}, "import", tmp_path / "nowhere")
+    assert out.returncode == 2 and "ENVDUELS_ROUNDS='-1' is not accepted" in one_error_line(out)
+    assert not Path(cli_env["ENVDUELS_HOME"]).exists()
+
+
+@pytest.mark.parametrize(("var", "value", "accepted"), [BAD_SETTINGS[4], BAD_SETTINGS[0], BAD_SETTINGS[7]])
+def test_loading_the_definitions_with_a_bad_setting_fails_with_the_same_line(monkeypatch, var, value, accepted):
+    from envduels_dagster.definitions import build_definitions
+    from envduels_dagster.env_settings import SettingsError
+
+    monkeypatch.setenv(var, value)
+    build_definitions.cache_clear()
+    try:
+        with pytest.raises(SettingsError, match=rf"^{var}='{value}' is not accepted: expected {accepted} \("):
+            build_definitions()
+    finally:
+        build_definitions.cache_clear()
+
+
+def test_good_settings_are_read_with_their_types_and_defaults():
+    from envduels_dagster.env_settings import check_settings
+
+    values = check_settings({"ENVDUELS_ROUNDS": " 2 ", "ENVDUELS_STALE_INTERVAL_S": "0.5", "ENVDUELS_PANEL_MODE": "Live",
+                             "ENVDUELS_SEEDS": ""})
+    assert values["ENVDUELS_ROUNDS"] == 2 and values["ENVDUELS_STALE_INTERVAL_S"] == 0.5
+    assert values["ENVDUELS_PANEL_MODE"] == "live" and values["ENVDUELS_SEEDS"] == 8  # empty: the default
+    assert values["ENVDUELS_ENVS_PER_AUTHOR"] == 10 and values["ENVDUELS_TRAINING_ADMISSION"] == "probability"
 
 
 def test_the_seeds_variable_sizes_the_daemons_runs_and_the_demo_defaults(monkeypatch):
@@ -412,3 +485,49 @@ def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env,
         value = conn.execute("SELECT learner, author FROM author_value ORDER BY author").fetchall()
     assert pairs == [("apprentice", "novice"), ("expert", "novice")]
     assert value == [("novice", "apprentice"), ("novice", "expert")]
+# Issue 33, item 8 (the smaller ones).
+def test_ctrl_c_inside_a_dagster_step_is_exit_130_and_one_line(monkeypatch, capsys):
+    from dagster._core.errors import DagsterExecutionInterruptedError
+
+    from envduels_dagster import cli
+
+    def interrupted(_args):
+        raise DagsterExecutionInterruptedError("Execution was interrupted")
+
+    monkeypatch.setattr(cli, "_cmd_models", interrupted)
+    assert cli.main(["models"]) == 130
+    assert capsys.readouterr().err == "envduels: error: interrupted\n"
+
+
+def test_serve_sim_refuses_a_key_variable_that_is_not_set(monkeypatch, capsys):
+    from envduels_dagster import cli
+
+    monkeypatch.delenv("ENVDUELS_TEST_UNSET_KEY", raising=False)
+    assert cli.main(["serve-sim", "--port", "0", "--api-key-env", "ENVDUELS_TEST_UNSET_KEY"]) == 2
+    assert capsys.readouterr().err == ("envduels: error: --api-key-env ENVDUELS_TEST_UNSET_KEY: that variable is not "
+                                       "set or empty; export the key in it, or leave --api-key-env out to serve "
+                                       "without a key\n")
+
+
+def test_a_warehouse_locked_by_another_process_gets_the_friendly_message(tmp_path, envduels_home):
+    import argparse
+
+    import duckdb
+
+    from envduels_dagster.cli_errors import describe
+
+    path = envduels_home / "warehouse.duckdb"
+    envduels_home.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(path)!r}); "
+                               "print('held', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(duckdb.Error) as caught:
+            duckdb.connect(str(path))
+        assert type(caught.value).__module__ == "_duckdb"  # what the old check missed
+        message, code = describe(caught.value, argparse.Namespace(command="demo"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 1 and message == (f"warehouse {path} is in use by another process (a Dagster run or a dbt build?); "
+                                      "wait for it to finish and run again")

@@ -122,8 +122,8 @@ sources = st.builds(
 def test_pathological_but_valid_sources_validate_or_are_rejected_with_a_reason(source):
     import asyncio
 
-    from envduels_dagster.core.stats.similarity import shape_tokens
     from envduels_dagster.core.protocol import EnvironmentSpec
+    from envduels_dagster.core.stats.similarity import shape_tokens
     from envduels_dagster.core.validation import validate_environment
 
     spec = EnvironmentSpec(env_id="fuzz", author="a", class_name="E", max_turns=2, source=source, hint="mod 3",

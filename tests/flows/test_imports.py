@@ -95,6 +95,56 @@ def test_a_bad_import_name_or_clashing_ids_are_refused_before_anything_is_writte
         namespaced(twins, import_partition("x"))
 
 
+# Issue 33, item 2: an import listing benchmark_seeds [0, 0, 0, 1] succeeded and stored 3 episodes per (seed 0,
+# condition), which fed the marts; 100,000 seeds made validate and import run without end.
+@pytest.mark.parametrize(("seeds", "problem"), [
+    ([0, 0, 0, 1], "benchmark seed 0 is listed twice (positions 0 and 1): seeds are a set, list each once"),
+    (list(range(100_000)), "100000 benchmark seeds: at most 1000 are allowed"),
+], ids=["duplicates", "100000"])
+def test_duplicate_or_too_many_seeds_are_refused_at_validate_and_import_and_nothing_is_written(
+        tmp_path, envduels_home, monkeypatch, seeds, problem):
+    import time
+
+    monkeypatch.setenv("DAGSTER_HOME", str(envduels_home / "dagster"))
+    root = write_export_dir(tmp_path / "export", seeds)
+    t0 = time.monotonic()
+    code, out, err = run_cli("import", str(root))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"envduels: error: {root}: bad export: environment 'echo': e/meta.json: {problem}; "
+                                "fix the export and run again"]
+    code, out, err = run_cli("validate", str(root))
+    assert code == 1 and out.splitlines() == [f"{root}: REJECTED: environment 'echo': e/meta.json: {problem}"]
+    assert time.monotonic() - t0 < 10  # refused before any seed is played
+    assert not envduels_home.exists() or not any(envduels_home.iterdir())  # no warehouse, instance or staged copy
+
+
+def test_duplicate_seeds_on_the_command_line_and_an_empty_export_are_refused(tmp_path, envduels_home):
+    env = tmp_path / "echo.py"
+    env.write_text(SOURCE)
+    code, out, err = run_cli("validate", str(env), "--seed", "3", "--seed", "3")
+    assert code == 2 and out == ""
+    assert err.splitlines() == ["envduels: error: --seed: benchmark seed 3 is listed twice (positions 0 and 1): "
+                                "seeds are a set, list each once"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "manifest.json").write_text(json.dumps({"format_version": 1, "environments": []}))
+    code, out, err = run_cli("validate", str(empty))
+    assert code == 1 and out.splitlines() == [f"{empty}: REJECTED: the export lists no environments"]
+    code, out, err = run_cli("import", str(empty))
+    assert code == 2 and err.splitlines() == [f"envduels: error: {empty}: cannot import: the export lists no "
+                                              "environments; nothing to import"]
+    assert ".tmp-" not in err
+    assert not envduels_home.exists() or not any(envduels_home.iterdir())
+
+
+def test_an_environment_spec_refuses_duplicate_or_too_many_seeds_wherever_it_is_built():
+    with pytest.raises(ValueError, match="benchmark seed 5 is listed twice"):
+        EnvironmentSpec(env_id="e", author="a", class_name="Echo", max_turns=2, source=SOURCE, benchmark_seeds=[5, 1, 5])
+    with pytest.raises(ValueError, match="1001 benchmark seeds: at most 1000"):
+        EnvironmentSpec(env_id="e", author="a", class_name="Echo", max_turns=2, source=SOURCE,
+                        benchmark_seeds=list(range(1001)))
+
+
 def test_imports_take_round_zero_pairs_as_authors_only():
     plan = plan_import("r1", "import:bench", ["oracle", "novice"])
     assert plan.stages[0].kind == "pairs" and plan.stages[0].round == 0

@@ -37,14 +37,20 @@ CHECKS = {
                               "is_self_pair match the partition.",
     "success_requires_terminal_stop": "A success ends with stop_reason 'terminated' and a positive final reward.",
     "turns_within_max_turns": "turns <= max_turns.",
-    "conditions_paired": "Every (environment, solver, seed) has exactly one cold and one hinted episode, and every "
-                         "valid environment x benchmark seed of the author was played.",
+    "conditions_paired": "BLOCKING: every (environment, solver, seed) has exactly one cold and one hinted episode "
+                         "(a failure stops the run, so no mart is built on unpaired or duplicated rows).",
+    "seeds_covered": "Every valid environment x benchmark seed of the author was played (with adaptive sampling on, "
+                     "the seeds it settled early are reported here by design).",
     "incomplete_episodes_flagged": "Incomplete episodes, and only they, stop with env_error/llm_error and carry "
                                    "an error message.",
     "no_secrets_in_transcripts": "No API keys or other secret-looking strings in transcripts or errors "
                                  "(including the value of any registry api_key_env variable).",
 }
 NAMES = list(CHECKS)
+# Issue 33: an import with benchmark_seeds [0, 0, 0, 1] stored 3 episodes per (seed 0, condition), which fed
+# the marts because this check did not block. Coverage is a separate, non-blocking check: adaptive sampling
+# leaves settled seeds unplayed on purpose.
+BLOCKING = frozenset({"conditions_paired"})
 
 
 def load_frames(conn, author: str, solver: str, round_: int = 0) -> list[Frame]:
@@ -127,10 +133,14 @@ def load_frames(conn, author: str, solver: str, round_: int = 0) -> list[Frame]:
         Rule("no_secrets_in_transcripts", "ExpectColumnValuesToBeNull", {"column": "secret_found"},
              "transcripts and errors contain no secret-looking strings"),
     ]
+    # episodes of the (environment, seed), both conditions together: a seed never played has none
+    coverage["seed_episodes"] = coverage.groupby(["env_id", "seed"])["episodes"].transform("sum").astype(int)
     coverage_rules = [
         Rule("conditions_paired", "ExpectColumnValuesToBeBetween",
-             {"column": "episodes", "min_value": 1, "max_value": 1},
-             "every valid environment x benchmark seed x condition of the author has exactly one episode"),
+             {"column": "episodes", "min_value": 0, "max_value": 1},
+             "no valid environment x benchmark seed x condition of the author has more than one episode"),
+        Rule("seeds_covered", "ExpectColumnValuesToBeBetween", {"column": "seed_episodes", "min_value": 1},
+             "every valid environment x benchmark seed of the author was played"),
     ]
     return [Frame("episodes", df, rules, index=["env_id", "seed", "condition"]),
             Frame("episode_coverage", coverage, coverage_rules, index=["env_id", "seed", "condition"])]
@@ -171,7 +181,7 @@ def log_partition_results(context: dg.AssetCheckExecutionContext, results: list[
         op_context.log_event(AssetCheckEvaluation(
             asset_key=r.asset_key, check_name=r.check_name, passed=r.passed, metadata=r.metadata,
             target_materialization_data=target, severity=r.severity, description=r.description,
-            blocking=False, partition=partition))  # type: ignore[arg-type]  # log_event handles it (1.13)
+            blocking=r.check_name in BLOCKING, partition=partition))  # type: ignore[arg-type]  # log_event handles it
 
 
 def make_episodes_checks(asset: dg.AssetsDefinition, round_: int = 0) -> dg.AssetChecksDefinition:
@@ -184,17 +194,23 @@ def make_episodes_checks(asset: dg.AssetsDefinition, round_: int = 0) -> dg.Asse
     key, partitions_def = asset.key, asset.partitions_def
 
     @dg.multi_asset_check(
-        specs=[spec(n, key, d, partitions_def=partitions_def) for n, d in CHECKS.items()],
+        specs=[spec(n, key, d, blocking=n in BLOCKING, partitions_def=partitions_def) for n, d in CHECKS.items()],
         name=f"{key.path[-1]}_checks", compute_kind="great_expectations", can_subset=True,
         description=f"great-expectations suite over the pair's round-{round_} rows of table `episodes`.",
     )
     def _checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource):
         if not context.has_partition_key and context.has_partition_key_range:
+            blocked = []
             for pair in context.partition_keys:
                 author, solver = str(pair).split("|", 1)
                 with warehouse.get_connection() as conn:
                     frames = load_or_error(load_frames, conn, author, solver, round_)
-                log_partition_results(context, validate_frames(frames, author, solver, key), str(pair))
+                results = validate_frames(frames, author, solver, key)
+                log_partition_results(context, results, str(pair))
+                blocked += [f"{pair}: {r.check_name}" for r in results if r.check_name in BLOCKING and not r.passed]
+            if blocked:  # what Dagster does for a failed blocking check of a single-partition run
+                raise dg.Failure(f"blocking check failed, so nothing downstream is built on these rows: "
+                                 f"{'; '.join(blocked[:5])}")
             return
         keys = partition_keys(context, partitions_def)
         author, solver = keys["author"], keys["solver"]

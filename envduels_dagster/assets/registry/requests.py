@@ -13,18 +13,13 @@ writes for a pair that plays in about one. A pair stage goes out as ranged runs 
 pair, so statuses stay per partition (:func:`run_partitions`).
 """
 
-import os
 
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from envduels_dagster.core.batching import (
-    DEFAULT_MAX_PAIRS_PER_RUN,
-    DEFAULT_PARALLEL_RUNS,
-    pair_batches,
-    pairs_in_range,
-)
+from envduels_dagster.core.batching import pair_batches, pairs_in_range
 from envduels_dagster.core.requests import RequestPlan, Stage, StageStatus, stage_status
+from envduels_dagster.env_settings import int_value
 from envduels_dagster.run_coordinator import PROVIDER_TAG
 
 REQUEST_TAG = "envduels/request"
@@ -45,7 +40,7 @@ def stage_job_name(stage: Stage) -> str:
 
 
 def pairs_per_run() -> int:
-    return max(1, int(os.environ.get(PAIRS_PER_RUN_ENV) or DEFAULT_MAX_PAIRS_PER_RUN))
+    return int_value(PAIRS_PER_RUN_ENV)  # 1..10000 (env_settings.py)
 
 
 def _pair_key(part: str) -> dg.MultiPartitionKey:
@@ -72,7 +67,7 @@ def stage_run_requests(plan: RequestPlan, index: int, orders: tuple[list[str], l
     size = pairs_per_run() if orders else 1
     authors, solvers = orders or ([], [])
     batches = pair_batches(stage.partitions, authors, solvers, size,
-                           int(os.environ.get(PARALLEL_RUNS_ENV) or DEFAULT_PARALLEL_RUNS), providers or {})
+                           int_value(PARALLEL_RUNS_ENV), providers or {})
     out = []
     for b in batches:
         if len(b) == 1:

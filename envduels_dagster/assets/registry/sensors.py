@@ -17,7 +17,6 @@ model from the registry deletes nothing (README).
 
 from __future__ import annotations
 
-import os
 import time
 
 import dagster as dg
@@ -29,6 +28,7 @@ from envduels_dagster.core.imports import is_import
 from envduels_dagster.core.registry import Registry, RegistryError, load_registry
 from envduels_dagster.core.requests import RequestBook, next_step, plan_newcomers, plan_refresh, plan_stale
 from envduels_dagster.core.roster import Roster
+from envduels_dagster.env_settings import float_value, int_value, value
 from envduels_dagster.resources import DuelSettings
 
 PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests.py and the README
@@ -61,14 +61,14 @@ def _open_requests(context, book: RequestBook, registry: Registry, roster: Roste
                            instance.get_dynamic_partitions(SOLVERS_PARTITION))
     stamp = f"{int(time.time())}"
     if new:
-        mode = os.environ.get(PANEL_MODE_ENV, "frozen")
+        mode = str(value(PANEL_MODE_ENV))
         book.add(plan_newcomers(book.new_id(f"new-{stamp}"), roster.authors, roster.solvers, new.authors,
                                 new.solvers, rounds, mode, imported=sorted(book.imports)))
         return add_requests(new)
     _open_import_requests(context, book, roster, stamp)
     if book.open:
         return []
-    if time.time() - book.last_stale_check >= float(os.environ.get(STALE_INTERVAL_ENV, "3600")):
+    if time.time() - book.last_stale_check >= float_value(STALE_INTERVAL_ENV):
         from envduels_dagster.core.staleness import stale_partitions
 
         book.last_stale_check = time.time()
@@ -131,7 +131,7 @@ def _advance(context, book: RequestBook, registry: Registry | None = None) -> li
 def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
     """The sensor over ``jobs`` (every stage's job: authors and pairs of each round, downstream, learners, studies)."""
 
-    @dg.sensor(name="envduels_requests", jobs=jobs, minimum_interval_seconds=int(os.environ.get(INTERVAL_ENV) or 30),
+    @dg.sensor(name="envduels_requests", jobs=jobs, minimum_interval_seconds=int_value(INTERVAL_ENV),
                default_status=dg.DefaultSensorStatus.RUNNING,
                description="Runs what registry changes ask for, in stages: a new model gets every round, then one "
                            "refresh of marts, rankings and training sets; stale partitions likewise (hourly check); "

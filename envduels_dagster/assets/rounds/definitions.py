@@ -1,7 +1,6 @@
 """The rounds area: ENVDUELS_ROUNDS co-evolution rounds (hardening + pairs, each with the round-0 checks)
 and ``authoring_progress``."""
 
-import os
 
 import dagster as dg
 
@@ -14,8 +13,10 @@ from envduels_dagster.assets.rounds.jobs import round_jobs
 
 
 def configured_rounds() -> int:
-    """ENVDUELS_ROUNDS (default 1), read when the definitions are built."""
-    return int(os.environ.get("ENVDUELS_ROUNDS") or 1)
+    """ENVDUELS_ROUNDS (default 1, 0..20: env_settings.py), read when the definitions are built."""
+    from envduels_dagster.env_settings import int_value
+
+    return int_value("ENVDUELS_ROUNDS")
 
 
 def defs(rounds: int | None = None) -> dg.Definitions:

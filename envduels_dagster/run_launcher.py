@@ -1,0 +1,116 @@
+"""The run launcher: Dagster's default launcher that can also tell the daemon whether a run's process is alive.
+
+Why: a run whose process was SIGKILLed (a killed ``envduels demo`` or ``envduels import``, whose runs
+execute in the CLI's own process, or a run worker left behind when ``dagster dev`` was killed) stayed
+STARTED for ever. The run queue counts it against ``max_concurrent_runs``, so after three such crashes
+nothing launched from the UI or the sensor ever started ("3 runs are currently in progress", issue 33).
+Dagster's run monitoring (``run_monitoring`` in dagster.yaml) marks such a run failed, but only when the
+launcher can check the run's worker, and the default launcher cannot. This one can, for workers on this
+machine:
+
+* runs executed in a CLI process carry the tags :data:`HOST_TAG` / :data:`PID_TAG` (``worker_tags()``,
+  set by the demo and the import when they create the run);
+* runs launched by the daemon record their worker's pid in Dagster's own "Started process for run
+  (pid: N)" event, on a code server this machine started (a ``python_module`` / ``python_file``
+  location of the workspace).
+
+The worker is dead when no such process exists, it is a zombie, or the process with that pid started
+after the run did (the pid was reused). A worker that cannot be checked (another machine, no pid
+recorded yet) counts as running: only ``run_monitoring.max_runtime_seconds`` would end it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
+from dagster._core.launcher.default_run_launcher import DefaultRunLauncher
+from dagster._core.storage.dagster_run import DagsterRun
+
+HOST_TAG, PID_TAG = "envduels/worker_host", "envduels/worker_pid"
+PID_REUSE_SLACK_S = 2.0  # /proc start times are in clock ticks; the run starts after its process does
+
+
+def worker_tags() -> dict[str, str]:
+    """Tags naming this process as the worker of a run it executes itself (``materialize``, ``execute_in_process``)."""
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def process_started_at(pid: int) -> float | None:
+    """Epoch seconds at which process ``pid`` started; None when it does not exist or is a zombie (Linux /proc)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+        with open("/proc/stat") as fh:
+            boot = next(float(line.split()[1]) for line in fh if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError):
+        return None if not _exists(pid) else 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # the name in parentheses may hold spaces
+    if fields[0] in ("Z", "X"):  # dead, not yet reaped by its parent
+        return None
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
+
+
+def worker_status(pid: int, run_started: float | None) -> CheckRunHealthResult:
+    """Whether process ``pid`` on this machine is still the worker of a run that started at ``run_started``."""
+    started = process_started_at(pid)
+    if started is None:
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"the run's process (pid {pid}) is gone: it was killed "
+                                    "or crashed without reporting; its slot in the run queue is freed")
+    if run_started is not None and started > run_started + PID_REUSE_SLACK_S:
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"the run's process (pid {pid}) is gone: that pid now "
+                                    f"belongs to a process started {started - run_started:.0f} s after the run")
+    return CheckRunHealthResult(WorkerStatus.RUNNING, f"pid {pid} is alive")
+
+
+class WorkerCheckingRunLauncher(DefaultRunLauncher):
+    """``DefaultRunLauncher`` plus ``check_run_worker_health`` for workers on this machine (module docstring)."""
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        pid = self._local_pid(run)
+        if pid is None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker not checkable from this machine")
+        record = self._instance.get_run_record_by_id(run.run_id)
+        started = record.start_time if record is not None else None
+        return worker_status(pid, started if started is not None else time.time())
+
+    def _local_pid(self, run: DagsterRun) -> int | None:
+        if PID_TAG in run.tags:
+            same_host = run.tags.get(HOST_TAG) == socket.gethostname()
+            return int(run.tags[PID_TAG]) if same_host and run.tags[PID_TAG].isdigit() else None
+        if not self._local_code_server(run):
+            return None
+        from dagster._core.events import DagsterEventType
+
+        records = self._instance.get_records_for_run(run.run_id, of_type=DagsterEventType.ENGINE_EVENT).records
+        for rec in reversed(records):
+            text = (rec.event_log_entry.user_message or "")
+            if text.startswith("Started process for run (pid: "):
+                digits = text.split("pid: ", 1)[1].split(")", 1)[0]
+                return int(digits) if digits.isdigit() else None
+        return None
+
+    @staticmethod
+    def _local_code_server(run: DagsterRun) -> bool:
+        """The run's code server was started by this machine's webserver/daemon (not a remote gRPC server)."""
+        from dagster._core.remote_origin import ManagedGrpcPythonEnvCodeLocationOrigin
+
+        origin = run.remote_job_origin
+        if origin is None:
+            return False
+        return isinstance(origin.repository_origin.code_location_origin, ManagedGrpcPythonEnvCodeLocationOrigin)
