@@ -9,7 +9,8 @@ call :func:`play_pair_with`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -74,3 +75,25 @@ def pair_summary(df: pd.DataFrame) -> dict[str, float]:
     lift = pair_lift(df)
     return {"pass_rate_cold": float(rates.get("cold", 0.0)), "pass_rate_hinted": float(rates.get("hinted", 0.0)),
             "lift": float(lift["lift"].iloc[0]) if len(lift) else 0.0}
+
+
+def in_flight_limit(entry) -> int:
+    """Calls in flight a provider's pool allows across all pairs of a run: ``max_in_flight``, else ``max_concurrency``."""
+    return entry.max_in_flight or entry.max_concurrency
+
+
+def pairs_at_once(registry, solvers: Iterable[str], episode_concurrency: int, n_pairs: int) -> int:
+    """How many pairs a run plays at once: enough to fill every solver provider's pool (issue 35).
+
+    A pair keeps at most ``episode_concurrency`` episodes, so at most that many calls, in flight; a
+    provider whose pool allows ``L`` calls (:func:`in_flight_limit`) is kept busy by ``ceil(L / c)``
+    pairs. The pool itself (the gateway's, one per provider, shared by the run's pairs) caps the calls;
+    this only bounds the sandbox workers and records held at once. One provider at the defaults
+    (8 and 8): one pair at a time, as before.
+    """
+    limits: dict[str, int] = {}
+    for name in set(solvers):
+        entry = registry.get(name)
+        limits[entry.provider] = max(limits.get(entry.provider, 0), in_flight_limit(entry))
+    wanted = sum(math.ceil(limit / max(1, episode_concurrency)) for limit in limits.values())
+    return max(1, min(n_pairs, wanted))

@@ -13,6 +13,7 @@ stop the others, whose rows and materializations stay, and the run then fails na
 """
 
 import asyncio
+import dataclasses
 import hashlib
 import time
 
@@ -47,30 +48,64 @@ def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, s
 
 def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayResource, sandbox: SandboxResource,
                settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Play the run's pair, or every pair of its partition range, each written and recorded on its own."""
+    """Play the run's pair, or every pair of its partition range, each written and recorded on its own.
+
+    A range's pairs play at once (issue 35), as many as keep every solver provider's pool full
+    (``core/pair_play.pairs_at_once``), in one event loop through one gateway, whose one pool per
+    provider (``max_in_flight``) caps the calls in flight across them. Each pair is still written as
+    soon as it finishes, and one pair's failure does not stop the others.
+    """
     if context.has_partition_key:
         keys = context.partition_key.keys_by_dimension
         return play_round_pair(context, keys["author"], keys["solver"], round_, gateway, sandbox, settings, warehouse)
-    pairs = list(context.partition_keys)
+    from envduels_dagster.core.models import run_and_close
+    from envduels_dagster.core.pair_play import pairs_at_once
+
+    pairs = [str(k) for k in context.partition_keys]
     done: dict[str, dict] = {}
     failed: dict[str, str] = {}
     t0 = time.perf_counter()
-    for i, key in enumerate(pairs, 1):
-        author, solver = str(key).split("|", 1)
+    registry = gateway.registry()
+    gw = gateway.gateway(registry)
+    jobs = {}
+    for key in pairs:
+        author, solver = key.split("|", 1)
         try:
-            result = play_round_pair(context, author, solver, round_, gateway, sandbox, settings, warehouse)
-        except Exception as exc:  # one pair's failure must not cost the batch's other pairs
-            failed[str(key)] = str(exc) if isinstance(exc, dg.Failure) else f"{type(exc).__name__}: {exc}"
-            context.log.error(f"pair {key} failed ({i}/{len(pairs)}): {failed[str(key)]}")
-            continue
-        version = result.data_version.value if result.data_version is not None else ""
-        done[str(key)] = {**(result.metadata or {}), "pair_data_version": version}
-        context.log.info(f"pair {key} written ({i}/{len(pairs)}, {time.perf_counter() - t0:.1f}s)")
+            jobs[key] = _prepare_pair(context, author, solver, round_, registry, warehouse)
+        except Exception as exc:  # noqa: BLE001 - one pair's failure must not cost the batch's other pairs
+            failed[key] = _failure_text(exc)
+    try:
+        at_once = pairs_at_once(registry, {j.solver for j in jobs.values()}, settings.episode_concurrency, len(jobs))
+    except Exception:  # noqa: BLE001 - a solver missing from the registry fails its own pair below
+        at_once = 1
+    context.log.info(f"{len(pairs)} pairs, {at_once} at once")
+
+    async def play_all() -> None:
+        gate = asyncio.Semaphore(at_once)
+
+        async def one(key: str, job: _PairJob) -> None:
+            async with gate:
+                try:
+                    result = await _play_and_write(context, job, gw, sandbox, settings, warehouse)
+                except Exception as exc:  # noqa: BLE001 - isolated per pair, as above
+                    failed[key] = _failure_text(exc)
+                    context.log.error(f"pair {key} failed: {failed[key]}")
+                    return
+            version = result.data_version.value if result.data_version is not None else ""
+            done[key] = {**(result.metadata or {}), "pair_data_version": version}
+            context.log.info(f"pair {key} written ({len(done) + len(failed)}/{len(pairs)}, "
+                             f"{time.perf_counter() - t0:.1f}s)")
+
+        await asyncio.gather(*(one(k, j) for k, j in jobs.items()))
+
+    asyncio.run(run_and_close(gw, play_all()))
+    done = {k: done[k] for k in pairs if k in done}  # partition order, whatever order they finished in
     if failed:  # record the finished pairs one by one, then fail the run naming the others
         for key, metadata in done.items():
             context.log_event(dg.AssetMaterialization(
                 context.asset_key, partition=key, metadata=metadata,
                 tags={DATA_VERSION_TAG: metadata["pair_data_version"], DATA_VERSION_IS_USER_PROVIDED_TAG: "true"}))
+        failed = {k: failed[k] for k in pairs if k in failed}
         raise dg.Failure(f"{len(failed)} of {len(pairs)} pairs failed; the other {len(done)} were written and "
                          f"materialized. Re-execute this run to replay the batch (rows are replaced, never "
                          f"duplicated): " + "; ".join(f"{k}: {v}" for k, v in failed.items()),
@@ -82,8 +117,12 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
     batch_version = hashlib.sha256("\n".join(f"{k}={m['pair_data_version']}" for k, m in sorted(done.items()))
                                    .encode()).hexdigest()[:16]
     return dg.MaterializeResult(data_version=dg.DataVersion(batch_version),
-                                metadata={"pairs_in_run": len(pairs),
+                                metadata={"pairs_in_run": len(pairs), "pairs_at_once": at_once,
                                           "batch_seconds": round(time.perf_counter() - t0, 2)})
+
+
+def _failure_text(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, dg.Failure) else f"{type(exc).__name__}: {exc}"
 
 
 def pair_options(settings: DuelSettings):
@@ -98,21 +137,25 @@ def pair_options(settings: DuelSettings):
                        adaptive=adaptive if settings.adaptive_sampling else None)
 
 
-def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int,
-                    gateway: GatewayResource, sandbox: SandboxResource, settings: DuelSettings,
-                    warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
-    from envduels_dagster.core.models import LLMError, run_and_close
-    from envduels_dagster.core.pair_play import AllCallsFailed, environments_current, pair_summary, play_pair_with
-    from envduels_dagster.core.registry import RegistryError
-    from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows, specs_from_rows
+@dataclasses.dataclass
+class _PairJob:
+    author: str
+    solver: str
+    round_: int
+    envs: list
+    solver_version: str
 
-    registry = gateway.registry()
+
+def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int, registry,
+                  warehouse: DuckDBResource) -> _PairJob:
+    """Read the pair's environments and check they can be played (raises dg.Failure when they cannot)."""
+    from envduels_dagster.core.imports import is_import
+    from envduels_dagster.core.pair_play import environments_current
+    from envduels_dagster.core.warehouse import read_table, specs_from_rows
+
     solver_entry = registry.get(solver)
     with warehouse.get_connection() as conn:
         env_rows = read_table(conn, "environments", {"author": author, "round": round_})
-    from envduels_dagster.core.imports import is_import
-
     # An imported author has no model: its environments are current as imported (version = content digest).
     author_version = (next(iter(set(env_rows["author_version"])), "") if is_import(author)
                       else registry.get(author).version)
@@ -123,8 +166,18 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     if not current:
         context.log.warning(f"playing {author}'s environments from an older version than the registry's "
                             f"{author_version!r}; re-materialize {upstream}[{author}] to refresh")
-    envs = specs_from_rows(env_rows)
-    gw = gateway.gateway(registry)
+    return _PairJob(author, solver, round_, specs_from_rows(env_rows), solver_entry.version)
+
+
+async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, sandbox: SandboxResource,
+                          settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Play one prepared pair through ``gw`` (shared by the run's pairs), then replace its rows."""
+    from envduels_dagster.core.models import LLMError
+    from envduels_dagster.core.pair_play import AllCallsFailed, pair_summary, play_pair_with
+    from envduels_dagster.core.registry import RegistryError
+    from envduels_dagster.core.warehouse import episodes_frame, replace_rows
+
+    author, solver, round_, envs = job.author, job.solver, job.round_, job.envs
     t0 = time.perf_counter()
     last = [0.0]
 
@@ -134,17 +187,18 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
             context.log.info(f"{author} x {solver} (round {round_}): {done}/{total} episodes")
 
     try:
-        played = asyncio.run(run_and_close(gw, play_pair_with(
-            gw, author, solver, envs, sandbox.limits(), pair_options(settings), progress)))
+        played = await play_pair_with(gw, author, solver, envs, sandbox.limits(), pair_options(settings), progress)
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
     except AllCallsFailed as exc:
         raise dg.Failure(str(exc)) from None
-    df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, solver_entry.version,
+    df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, job.solver_version,
                         utcnow(), {e.env_id: e.round for e in envs})
     with warehouse.get_connection() as conn:
         replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
     pair = {"author": author, "solver": solver, "round": round_}
+    calls = sum(r.model_calls for r in played.records)
+    hits = sum(r.cached_calls for r in played.records)
     return dg.MaterializeResult(data_version=table_version(warehouse, "episodes", where=pair), metadata={
         **table_metadata(warehouse, "episodes", pair),
         "num_rows": len(df),
@@ -155,10 +209,22 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
         "cost_usd": float(df["cost_usd"].sum()),
         "retries": int(df["retries"].sum()),
         "tokens": int(df["prompt_tokens"].sum() + df["completion_tokens"].sum()),
-        "model_calls": sum(gw.stats.backend_calls.values()),
-        "cache_hits": sum(gw.stats.cache_hits.values()),
+        "model_calls": calls - hits,  # calls that reached a backend (cache hits excluded)
+        "cache_hits": hits,
         "seconds": round(time.perf_counter() - t0, 2),
         **played.adaptive,
         "stop_reasons": dg.MetadataValue.md(markdown_table(
             df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
     })
+
+
+def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int,
+                    gateway: GatewayResource, sandbox: SandboxResource, settings: DuelSettings,
+                    warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
+    from envduels_dagster.core.models import run_and_close
+
+    registry = gateway.registry()
+    job = _prepare_pair(context, author, solver, round_, registry, warehouse)
+    gw = gateway.gateway(registry)
+    return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, sandbox, settings, warehouse)))
