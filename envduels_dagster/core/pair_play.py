@@ -9,7 +9,8 @@ call :func:`play_pair_with`.
 
 from __future__ import annotations
 
-import math
+import asyncio
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -82,18 +83,44 @@ def in_flight_limit(entry) -> int:
     return entry.max_in_flight or entry.max_concurrency
 
 
-def pairs_at_once(registry, solvers: Iterable[str], episode_concurrency: int, n_pairs: int) -> int:
-    """How many pairs a run plays at once: enough to fill every solver provider's pool (issue 35).
+def provider_slots(registry, solvers: Iterable[str]) -> dict[str, int]:
+    """Episode slots per solver provider for the pairs a run plays at once (issue 35): its pool's limit.
 
-    A pair keeps at most ``episode_concurrency`` episodes, so at most that many calls, in flight; a
-    provider whose pool allows ``L`` calls (:func:`in_flight_limit`) is kept busy by ``ceil(L / c)``
-    pairs. The pool itself (the gateway's, one per provider, shared by the run's pairs) caps the calls;
-    this only bounds the sandbox workers and records held at once. One provider at the defaults
-    (8 and 8): one pair at a time, as before.
+    A pair playing ``w`` episodes at once (:func:`pair_width`) holds ``w`` of its solver provider's slots,
+    so the pairs in play together keep about as many calls in flight as the provider's pool allows
+    (:func:`in_flight_limit`; the gateway's pool, one per provider, caps the calls themselves) and no
+    more sandbox workers than that. One provider at the defaults (8 slots, 8 episodes a pair): one
+    large pair at a time, as before.
     """
-    limits: dict[str, int] = {}
+    slots: dict[str, int] = {}
     for name in set(solvers):
         entry = registry.get(name)
-        limits[entry.provider] = max(limits.get(entry.provider, 0), in_flight_limit(entry))
-    wanted = sum(math.ceil(limit / max(1, episode_concurrency)) for limit in limits.values())
-    return max(1, min(n_pairs, wanted))
+        slots[entry.provider] = max(slots.get(entry.provider, 0), in_flight_limit(entry))
+    return slots
+
+
+def pair_width(envs: list, episode_concurrency: int) -> int:
+    """Episodes a pair plays at once: its episode concurrency, or fewer when the pair has fewer episodes."""
+    episodes = sum(2 * len(e.benchmark_seeds) for e in envs if e.valid)
+    return max(1, min(episode_concurrency, episodes))
+
+
+class Slots:
+    """A pool of ``total`` slots that a pair takes ``n`` of at once (an asyncio weighted semaphore)."""
+
+    def __init__(self, total: int):
+        self.total = self.free = max(1, total)
+        self._cond = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, n: int):
+        n = max(1, min(n, self.total))
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.free >= n)
+            self.free -= n
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self.free += n
+                self._cond.notify_all()

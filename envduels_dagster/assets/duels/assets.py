@@ -50,8 +50,9 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
                settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Play the run's pair, or every pair of its partition range, each written and recorded on its own.
 
-    A range's pairs play at once (issue 35), as many as keep every solver provider's pool full
-    (``core/pair_play.pairs_at_once``), in one event loop through one gateway, whose one pool per
+    A range's pairs play at once (issue 35), as many as keep every solver provider's pool full (each
+    pair holds as many of its provider's episode slots as it plays episodes at once,
+    ``core/pair_play.provider_slots``), in one event loop through one gateway, whose one pool per
     provider (``max_in_flight``) caps the calls in flight across them. Each pair is still written as
     soon as it finishes, and one pair's failure does not stop the others.
     """
@@ -59,7 +60,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
         keys = context.partition_key.keys_by_dimension
         return play_round_pair(context, keys["author"], keys["solver"], round_, gateway, sandbox, settings, warehouse)
     from envduels_dagster.core.models import run_and_close
-    from envduels_dagster.core.pair_play import pairs_at_once
+    from envduels_dagster.core.pair_play import Slots, pair_width, provider_slots
 
     pairs = [str(k) for k in context.partition_keys]
     done: dict[str, dict] = {}
@@ -74,17 +75,24 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
             jobs[key] = _prepare_pair(context, author, solver, round_, registry, warehouse)
         except Exception as exc:  # noqa: BLE001 - one pair's failure must not cost the batch's other pairs
             failed[key] = _failure_text(exc)
-    try:
-        at_once = pairs_at_once(registry, {j.solver for j in jobs.values()}, settings.episode_concurrency, len(jobs))
-    except Exception:  # noqa: BLE001 - a solver missing from the registry fails its own pair below
-        at_once = 1
-    context.log.info(f"{len(pairs)} pairs, {at_once} at once")
+    slots_of: dict[str, int] = {}
+    for job in jobs.values():
+        try:
+            slots_of.update(provider_slots(registry, [job.solver]))
+        except Exception:  # noqa: BLE001 - a solver missing from the registry fails its own pair below
+            pass
+    context.log.info(f"{len(pairs)} pairs, played at once in episode slots per provider: {slots_of}")
 
     async def play_all() -> None:
-        gate = asyncio.Semaphore(at_once)
+        slots = {provider: Slots(n) for provider, n in slots_of.items()}
+        alone = Slots(1)
 
         async def one(key: str, job: _PairJob) -> None:
-            async with gate:
+            try:
+                gate = slots[registry.get(job.solver).provider]
+            except Exception:  # noqa: BLE001 - it fails when played, below
+                gate = alone
+            async with gate.hold(pair_width(job.envs, settings.episode_concurrency)):
                 try:
                     result = await _play_and_write(context, job, gw, sandbox, settings, warehouse)
                 except Exception as exc:  # noqa: BLE001 - isolated per pair, as above
@@ -117,7 +125,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
     batch_version = hashlib.sha256("\n".join(f"{k}={m['pair_data_version']}" for k, m in sorted(done.items()))
                                    .encode()).hexdigest()[:16]
     return dg.MaterializeResult(data_version=dg.DataVersion(batch_version),
-                                metadata={"pairs_in_run": len(pairs), "pairs_at_once": at_once,
+                                metadata={"pairs_in_run": len(pairs), "episode_slots": dg.MetadataValue.json(slots_of),
                                           "batch_seconds": round(time.perf_counter() - t0, 2)})
 
 
