@@ -1,20 +1,18 @@
 """Benchmark (issue 35): a pair stage's wall time against the bound a provider's in-flight limit sets.
 
-    .venv/bin/python benchmarks/pairs_concurrent.py --models 9 --latency-ms 2000 --max-in-flight 64
+    .venv/bin/python benchmarks/pairs_concurrent.py --models 9 --latency-ms 2000 --max-in-flight 64 \
+        --source before=/tmp/base-checkout:1 --source after=.:9
 
-Starts ``envduels serve-sim --latency-ms L`` (one provider), registers M simulated models, has each
+Each ``--source label=checkout:rows`` runs this benchmark in a child process with that checkout first on
+PYTHONPATH (two versions side by side in one run, one environment), playing ``rows`` author rows of the
+pair matrix (rows x M pairs) in one ranged run. Without ``--source``, this checkout, every row. Each child starts ``envduels serve-sim --latency-ms L`` (one provider), registers M simulated models, has each
 write its environments in-process (setup, not timed), then plays the pair stage through Dagster the
 way the request sensor does: the ``duel_episodes`` asset (with its checks) in a ranged run, every
-solver served over HTTP by the one serve-sim (pool ``serve-sim``). Side by side in one process:
-
-* ``before``: the registry without ``max_in_flight`` (the pool holds ``max_concurrency`` = 8 calls,
-  so one pair at a time, as before issue 35), on one author row (M pairs: a full stage would take
-  M times as long);
-* ``after``: ``max_in_flight: F`` on every solver, the whole M x M stage in one ranged run.
-
-For each: model calls, wall time of the run, the play's own time (``batch_seconds``) and the bound
+solver served over HTTP by the one serve-sim (pool ``serve-sim``, ``max_in_flight: F`` on every solver;
+code before issue 35 ignores it: its pool holds ``max_concurrency`` = 8 calls and it plays one pair at
+a time). For each: model calls, wall time of the run, the play's own time (``batch_seconds``) and the bound
 the limit sets, calls x L / F (the provider's allowance, F calls in flight), and wall / bound.
-Separate call caches, so neither replays the other's calls.
+Each child has its own call cache, so none replays another's calls.
 """
 
 from __future__ import annotations
@@ -28,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not os.environ.get("PYTHONPATH"):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PROFILES = ["oracle", "expert", "journeyman", "novice", "oracle", "expert", "journeyman", "novice", "oracle"]
 
@@ -67,8 +66,26 @@ def main() -> int:
     parser.add_argument("--max-in-flight", type=int, default=64)
     parser.add_argument("--envs-per-author", type=int, default=1)
     parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--skip-before", action="store_true")
+    parser.add_argument("--rows", type=int, default=0, help="author rows to play (0: all)")
+    parser.add_argument("--source", action="append", default=[], help="label=checkout:rows, run in a child")
     args = parser.parse_args()
+    if args.source:
+        for spec in args.source:
+            label, _, rest = spec.partition("=")
+            path, _, rows = rest.rpartition(":")
+            cmd = [sys.executable, __file__, "--models", str(args.models), "--latency-ms", str(args.latency_ms),
+                   "--max-in-flight", str(args.max_in_flight), "--envs-per-author", str(args.envs_per_author),
+                   "--seeds", str(args.seeds), "--rows", rows or "0"]
+            env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
+            print(f"== {label}: {path} ({rows or 'all'} rows)", flush=True)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            print("\n".join(line for line in proc.stdout.splitlines()), flush=True)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], flush=True)
+        return 0
+    import envduels_dagster
+
+    print(f"code: {Path(envduels_dagster.__file__).parent.parent}", flush=True)
 
     import dagster as dg
     from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -104,7 +121,7 @@ def main() -> int:
                                   partition_key=name, run_config=quiet).success
         print(f"setup: {len(names)} authors wrote their environments in {time.perf_counter() - t0:.1f}s")
 
-        def stage(label: str, registry: Path, cache: str, authors: list[str], limit: int) -> None:
+        def stage(label: str, registry: Path, cache: str, authors: list[str], limit: int) -> None:  # noqa: ARG001
             tags = {ASSET_PARTITION_RANGE_START_TAG: f"{authors[0]}|{names[0]}",
                     ASSET_PARTITION_RANGE_END_TAG: f"{authors[-1]}|{names[-1]}"}
             load = os.getloadavg()[0]
@@ -117,21 +134,17 @@ def main() -> int:
             episodes = sum(m.metadata["num_rows"].value for m in mats)
             incomplete = sum(m.metadata["incomplete"].value for m in mats)
             play = next((m.metadata["batch_seconds"].value for m in mats if "batch_seconds" in m.metadata), float("nan"))
-            width = next((m.metadata["episode_slots"].value for m in mats if "episode_slots" in m.metadata), "?")
+            width = next((m.metadata["episode_slots"].value for m in mats if "episode_slots" in m.metadata), "none")
             bound = calls * args.latency_ms / 1000 / args.max_in_flight
-            print(f"{label}: success={result.success} pairs={len(mats)} episode_slots={width} pool={limit} "
+            print(f"{label}: success={result.success} pairs={len(mats)} episode_slots={width} "
                   f"episodes={episodes} incomplete={incomplete} model_calls={calls} run_wall_s={wall:.1f} "
                   f"play_s={play:.1f} bound_s(calls x {args.latency_ms / 1000:g} s / {args.max_in_flight})={bound:.1f} "
                   f"ratio_run={wall / bound:.2f} ratio_play={play / bound:.2f} load1_at_start={load:.1f}", flush=True)
 
-        if not args.skip_before:
-            before = work / "before.yaml"
-            before.write_text(registry_text(names, base, None))
-            stage("before (no max_in_flight: pool 8, one pair at a time; one author row)", before, "b.sqlite",
-                  names[:1], 8)
-        after = work / "after.yaml"
-        after.write_text(registry_text(names, base, args.max_in_flight))
-        stage(f"after (max_in_flight {args.max_in_flight}; the whole stage)", after, "c.sqlite", names,
+        registry = work / "play.yaml"
+        registry.write_text(registry_text(names, base, args.max_in_flight))
+        rows = names[:args.rows] if args.rows else names
+        stage(f"{len(rows)} author row(s), max_in_flight {args.max_in_flight}", registry, "c.sqlite", rows,
               args.max_in_flight)
     finally:
         server.terminate()

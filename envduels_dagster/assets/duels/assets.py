@@ -13,6 +13,7 @@ stop the others, whose rows and materializations stay, and the run then fails na
 """
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import hashlib
 import time
@@ -94,7 +95,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
                 gate = alone
             async with gate.hold(pair_width(job.envs, settings.episode_concurrency)):
                 try:
-                    result = await _play_and_write(context, job, gw, sandbox, settings, warehouse)
+                    result = await _play_and_write(context, job, gw, sandbox, settings, warehouse, writer)
                 except Exception as exc:  # noqa: BLE001 - isolated per pair, as above
                     failed[key] = _failure_text(exc)
                     context.log.error(f"pair {key} failed: {failed[key]}")
@@ -106,7 +107,8 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
 
         await asyncio.gather(*(one(k, j) for k, j in jobs.items()))
 
-    asyncio.run(run_and_close(gw, play_all()))
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envduels-writer") as writer:
+        asyncio.run(run_and_close(gw, play_all()))
     done = {k: done[k] for k in pairs if k in done}  # partition order, whatever order they finished in
     if failed:  # record the finished pairs one by one, then fail the run naming the others
         for key, metadata in done.items():
@@ -178,8 +180,9 @@ def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, r
 
 
 async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, sandbox: SandboxResource,
-                          settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Play one prepared pair through ``gw`` (shared by the run's pairs), then replace its rows."""
+                          settings: DuelSettings, warehouse: DuckDBResource,
+                          writer: concurrent.futures.Executor) -> dg.MaterializeResult:
+    """Play one prepared pair through ``gw`` (shared by the run's pairs), then replace its rows in ``writer``."""
     from envduels_dagster.core.models import LLMError
     from envduels_dagster.core.pair_play import AllCallsFailed, pair_summary, play_pair_with
     from envduels_dagster.core.registry import RegistryError
@@ -200,30 +203,36 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
     except AllCallsFailed as exc:
         raise dg.Failure(str(exc)) from None
-    df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, job.solver_version,
-                        utcnow(), {e.env_id: e.round for e in envs})
-    with warehouse.get_connection() as conn:
-        replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
-    pair = {"author": author, "solver": solver, "round": round_}
-    calls = sum(r.model_calls for r in played.records)
-    hits = sum(r.cached_calls for r in played.records)
-    return dg.MaterializeResult(data_version=table_version(warehouse, "episodes", where=pair), metadata={
-        **table_metadata(warehouse, "episodes", pair),
-        "num_rows": len(df),
-        "valid_envs": sum(e.valid for e in envs),
-        "incomplete": int((df["status"] == "incomplete").sum()),
-        **pair_summary(df),
-        "is_self_pair": author == solver,
-        "cost_usd": float(df["cost_usd"].sum()),
-        "retries": int(df["retries"].sum()),
-        "tokens": int(df["prompt_tokens"].sum() + df["completion_tokens"].sum()),
-        "model_calls": calls - hits,  # calls that reached a backend (cache hits excluded)
-        "cache_hits": hits,
-        "seconds": round(time.perf_counter() - t0, 2),
-        **played.adaptive,
-        "stop_reasons": dg.MetadataValue.md(markdown_table(
-            df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
-    })
+    seconds = round(time.perf_counter() - t0, 2)
+
+    def write() -> dg.MaterializeResult:  # blocking DuckDB work: off the event loop, so other pairs play on
+        df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, job.solver_version,
+                            utcnow(), {e.env_id: e.round for e in envs})
+        with warehouse.get_connection() as conn:
+            replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
+        pair = {"author": author, "solver": solver, "round": round_}
+        calls = sum(r.model_calls for r in played.records)
+        hits = sum(r.cached_calls for r in played.records)
+        return dg.MaterializeResult(data_version=table_version(warehouse, "episodes", where=pair), metadata={
+            **table_metadata(warehouse, "episodes", pair),
+            "num_rows": len(df),
+            "valid_envs": sum(e.valid for e in envs),
+            "incomplete": int((df["status"] == "incomplete").sum()),
+            **pair_summary(df),
+            "is_self_pair": author == solver,
+            "cost_usd": float(df["cost_usd"].sum()),
+            "retries": int(df["retries"].sum()),
+            "tokens": int(df["prompt_tokens"].sum() + df["completion_tokens"].sum()),
+            "model_calls": calls - hits,  # calls that reached a backend (cache hits excluded)
+            "cache_hits": hits,
+            "seconds": seconds,
+            **played.adaptive,
+            "stop_reasons": dg.MetadataValue.md(markdown_table(
+                df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
+        })
+
+    # one writer thread per run (``writer``): the pairs' writes never run at once (one DuckDB writer)
+    return await asyncio.get_running_loop().run_in_executor(writer, write)
 
 
 def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int,
@@ -235,4 +244,5 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     registry = gateway.registry()
     job = _prepare_pair(context, author, solver, round_, registry, warehouse)
     gw = gateway.gateway(registry)
-    return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, sandbox, settings, warehouse)))
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envduels-writer") as writer:
+        return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, sandbox, settings, warehouse, writer)))
