@@ -135,7 +135,10 @@ def main() -> int:
             incomplete = sum(m.metadata["incomplete"].value for m in mats)
             play = next((m.metadata["batch_seconds"].value for m in mats if "batch_seconds" in m.metadata), float("nan"))
             width = next((m.metadata["episode_slots"].value for m in mats if "episode_slots" in m.metadata), "none")
-            bound = calls * args.latency_ms / 1000 / args.max_in_flight
+            bound = max(1e-9, calls * args.latency_ms / 1000 / args.max_in_flight)
+            if not result.success:
+                print("run failed: " + "; ".join(str(e.message)[:500] for e in result.all_events if e.is_failure),
+                      flush=True)
             print(f"{label}: success={result.success} pairs={len(mats)} episode_slots={width} "
                   f"episodes={episodes} incomplete={incomplete} model_calls={calls} run_wall_s={wall:.1f} "
                   f"play_s={play:.1f} bound_s(calls x {args.latency_ms / 1000:g} s / {args.max_in_flight})={bound:.1f} "
@@ -143,7 +146,10 @@ def main() -> int:
 
         registry = work / "play.yaml"
         registry.write_text(registry_text(names, base, args.max_in_flight))
-        rows = names[:args.rows] if args.rows else names
+        with warehouse.get_connection() as conn:
+            valid = {a for (a,) in conn.execute("SELECT DISTINCT author FROM environments WHERE valid").fetchall()}
+        first = next((i for i, n in enumerate(names) if n in valid), 0)  # a row with something to play
+        rows = names[first:first + args.rows] if args.rows else names
         stage(f"{len(rows)} author row(s), max_in_flight {args.max_in_flight}", registry, "c.sqlite", rows,
               args.max_in_flight)
     finally:
