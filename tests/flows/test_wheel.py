@@ -22,7 +22,6 @@ import site
 import subprocess
 import sys
 import venv
-import zipfile
 
 import pytest
 

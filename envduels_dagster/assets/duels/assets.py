@@ -14,6 +14,7 @@ stop the others, whose rows and materializations stay, and the run then fails na
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import time
@@ -93,13 +94,13 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
                 gate = slots[registry.get(job.solver).provider]
             except Exception:  # noqa: BLE001 - it fails when played, below
                 gate = alone
-            async with gate.hold(pair_width(job.envs, settings.episode_concurrency)):
-                try:
-                    result = await _play_and_write(context, job, gw, sandbox, settings, warehouse, writer)
-                except Exception as exc:  # noqa: BLE001 - isolated per pair, as above
-                    failed[key] = _failure_text(exc)
-                    context.log.error(f"pair {key} failed: {failed[key]}")
-                    return
+            try:
+                result = await _play_and_write(context, job, gw, sandbox, settings, warehouse, writer,
+                                               gate.hold(pair_width(job.envs, settings.episode_concurrency)))
+            except Exception as exc:  # noqa: BLE001 - isolated per pair, as above
+                failed[key] = _failure_text(exc)
+                context.log.error(f"pair {key} failed: {failed[key]}")
+                return
             version = result.data_version.value if result.data_version is not None else ""
             done[key] = {**(result.metadata or {}), "pair_data_version": version}
             context.log.info(f"pair {key} written ({len(done) + len(failed)}/{len(pairs)}, "
@@ -180,9 +181,11 @@ def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, r
 
 
 async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, sandbox: SandboxResource,
-                          settings: DuelSettings, warehouse: DuckDBResource,
-                          writer: concurrent.futures.Executor) -> dg.MaterializeResult:
-    """Play one prepared pair through ``gw`` (shared by the run's pairs), then replace its rows in ``writer``."""
+                          settings: DuelSettings, warehouse: DuckDBResource, writer: concurrent.futures.Executor,
+                          gate: contextlib.AbstractAsyncContextManager | None = None) -> dg.MaterializeResult:
+    """Play one prepared pair through ``gw`` (shared by the run's pairs) inside ``gate``, then replace its rows
+    in ``writer``."""
+    gate = gate if gate is not None else contextlib.nullcontext()
     from envduels_dagster.core.models import LLMError
     from envduels_dagster.core.pair_play import AllCallsFailed, pair_summary, play_pair_with
     from envduels_dagster.core.registry import RegistryError
@@ -198,7 +201,9 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
             context.log.info(f"{author} x {solver} (round {round_}): {done}/{total} episodes")
 
     try:
-        played = await play_pair_with(gw, author, solver, envs, sandbox.limits(), pair_options(settings), progress)
+        async with gate:  # the pair's share of its provider while it plays; its write waits outside it
+            played = await play_pair_with(gw, author, solver, envs, sandbox.limits(), pair_options(settings),
+                                          progress)
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
     except AllCallsFailed as exc:
@@ -208,13 +213,14 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
     def write() -> dg.MaterializeResult:  # blocking DuckDB work: off the event loop, so other pairs play on
         df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, job.solver_version,
                             utcnow(), {e.env_id: e.round for e in envs})
-        with warehouse.get_connection() as conn:
-            replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
         pair = {"author": author, "solver": solver, "round": round_}
+        with warehouse.get_connection() as conn:  # one connection for the write and what is read back
+            replace_rows(conn, "episodes", df, pair)
+            version, table = table_version(conn, "episodes", where=pair), table_metadata(conn, "episodes", pair)
         calls = sum(r.model_calls for r in played.records)
         hits = sum(r.cached_calls for r in played.records)
-        return dg.MaterializeResult(data_version=table_version(warehouse, "episodes", where=pair), metadata={
-            **table_metadata(warehouse, "episodes", pair),
+        return dg.MaterializeResult(data_version=version, metadata={
+            **table,
             "num_rows": len(df),
             "valid_envs": sum(e.valid for e in envs),
             "incomplete": int((df["status"] == "incomplete").sum()),
