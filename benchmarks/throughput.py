@@ -190,6 +190,11 @@ def main() -> int:
 
     calls = sum(r.model_calls for r in records)
     statuses = {s: sum(r.status == s for r in records) for s in ("success", "failure", "incomplete")}
+    from collections import Counter
+
+    errors = Counter(re.sub(r"\d+(\.\d+)?", "N", str(r.error))[:160] for r in records if r.status == "incomplete")
+    for error, n in errors.most_common(5):  # why episodes ended incomplete (numbers blanked)
+        print(f"incomplete x{n}: {error}")
     bound = calls * args.latency_ms / 1000 / args.concurrency
     print(f"backend={args.backend}{f' ({args.http})' if args.backend == 'fast' else ''} latency_ms={args.latency_ms:g} concurrency={args.concurrency} "
           f"episodes={len(records)} envs={len(specs)} solver={args.solver} cache={'off' if args.no_cache else 'on'}")

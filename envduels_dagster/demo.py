@@ -69,10 +69,13 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     refused before anything is written. Every model has both roles by default: the full tournament.
     """
     import dagster as dg
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
     from envduels_dagster.assets.marts.project import prepare_manifest
     from envduels_dagster.assets.registry.assets import model_registry
     from envduels_dagster.assets.registry.partitions import pair_key, register_roster
+    from envduels_dagster.assets.registry.requests import dimension_orders
+    from envduels_dagster.core.batching import pair_batches
     from envduels_dagster.core.registry import load_registry
     from envduels_dagster.core.roster import Roster
     from envduels_dagster.definitions import build_definitions, build_resources
@@ -104,13 +107,13 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     after_learners = [a for a in by_kind["none"] if any(d.asset_key in learner_keys for s in a.specs for d in s.deps)]
     downstream = [a for a in by_kind["none"] if a is not model_registry and a not in after_learners]
 
-    def run(assets, partition_key=None, label=""):
+    def run(assets, partition_key=None, label="", tags=None):
         t0 = time.perf_counter()
         chatter = io.StringIO()  # dbt echoes its whole log to stdout; keep it for failures only
         with contextlib.redirect_stdout(chatter):
             result = dg.materialize([*assets, *ALL_CHECKS], selection=assets, instance=instance,
                                     resources=resources, partition_key=partition_key, run_config=QUIET,
-                                    raise_on_error=False, tags=worker_tags())
+                                    raise_on_error=False, tags={**(tags or {}), **worker_tags()})
         if not result.success:
             print(chatter.getvalue()[-5000:], file=sys.stderr)
             raise RuntimeError(f"run for {label} failed; see run {result.run_id} in the Dagster UI")
@@ -129,11 +132,23 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
             md = meta(result, authors[r])
             log(f"[round {r} author {i}/{len(writers)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid "
                 f"({secs:.1f}s)")
-        for i, (author, solver) in enumerate(pairs, 1):
-            result, secs = run(pair_assets[r], pair_key(author, solver), f"round {r} pair {author}|{solver}")
-            md = meta(result, pair_assets[r])
-            log(f"[round {r} pair {i}/{len(pairs)}] {author} -> {solver}: {md['num_rows'].value} episodes, "
-                f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f} ({secs:.1f}s)")
+        # The round's pairs in ranged runs (issue 35): a rectangle of the pair matrix per run, its pairs
+        # played at once as the solvers' providers allow (assets/duels/assets.py); one run when the
+        # demo plays every registered model, instead of one run per pair.
+        orders = dimension_orders(instance)
+        done = 0
+        for batch in pair_batches([pair_key(a, s) for a, s in pairs], *orders, max_per_run=len(pairs), parallel=1):
+            tags = ({} if len(batch) == 1 else {ASSET_PARTITION_RANGE_START_TAG: batch.start,
+                                                ASSET_PARTITION_RANGE_END_TAG: batch.end})
+            key = batch.start if len(batch) == 1 else None
+            result, secs = run(pair_assets[r], key, f"round {r} pairs {batch.start}..{batch.end}", tags)
+            for mat in result.asset_materializations_for_node(pair_assets[r][0].key.to_user_string()):
+                done += 1
+                md = mat.metadata
+                author, solver = str(mat.partition).split("|", 1)
+                log(f"[round {r} pair {done}/{len(pairs)}] {author} -> {solver}: {md['num_rows'].value} episodes, "
+                    f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f}")
+            log(f"[round {r} pairs] {len(batch)} in one run ({secs:.1f}s)")
     result, secs = run(downstream, label="marts and rankings")
     log(f"[marts] {', '.join(k.to_user_string() for a in downstream for k in a.keys)} ({secs:.1f}s)")
     counts = {"models": len(roster.models), "pairs": len(pairs), "authors": len(roster.authors),

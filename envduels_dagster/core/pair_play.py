@@ -9,7 +9,9 @@ call :func:`play_pair_with`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -74,3 +76,51 @@ def pair_summary(df: pd.DataFrame) -> dict[str, float]:
     lift = pair_lift(df)
     return {"pass_rate_cold": float(rates.get("cold", 0.0)), "pass_rate_hinted": float(rates.get("hinted", 0.0)),
             "lift": float(lift["lift"].iloc[0]) if len(lift) else 0.0}
+
+
+def in_flight_limit(entry) -> int:
+    """Calls in flight a provider's pool allows across all pairs of a run: ``max_in_flight``, else ``max_concurrency``."""
+    return entry.max_in_flight or entry.max_concurrency
+
+
+def provider_slots(registry, solvers: Iterable[str]) -> dict[str, int]:
+    """Episode slots per solver provider for the pairs a run plays at once (issue 35): its pool's limit.
+
+    A pair playing ``w`` episodes at once (:func:`pair_width`) holds ``w`` of its solver provider's slots,
+    so the pairs in play together keep about as many calls in flight as the provider's pool allows
+    (:func:`in_flight_limit`; the gateway's pool, one per provider, caps the calls themselves) and no
+    more sandbox workers than that. One provider at the defaults (8 slots, 8 episodes a pair): one
+    large pair at a time, as before.
+    """
+    slots: dict[str, int] = {}
+    for name in set(solvers):
+        entry = registry.get(name)
+        slots[entry.provider] = max(slots.get(entry.provider, 0), in_flight_limit(entry))
+    return slots
+
+
+def pair_width(envs: list, episode_concurrency: int) -> int:
+    """Episodes a pair plays at once: its episode concurrency, or fewer when the pair has fewer episodes."""
+    episodes = sum(2 * len(e.benchmark_seeds) for e in envs if e.valid)
+    return max(1, min(episode_concurrency, episodes))
+
+
+class Slots:
+    """A pool of ``total`` slots that a pair takes ``n`` of at once (an asyncio weighted semaphore)."""
+
+    def __init__(self, total: int):
+        self.total = self.free = max(1, total)
+        self._cond = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, n: int):
+        n = max(1, min(n, self.total))
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.free >= n)
+            self.free -= n
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self.free += n
+                self._cond.notify_all()

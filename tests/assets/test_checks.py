@@ -321,6 +321,33 @@ def test_check_fails_on_the_bad_data_it_guards_against(wh, template, suite, chec
     assert result.severity == (dg.AssetCheckSeverity.WARN if warn else dg.AssetCheckSeverity.ERROR)
 
 
+def _comparable(results: dict[str, dg.AssetCheckResult]) -> dict:
+    return {n: (r.passed, r.severity, r.description,
+                {k: getattr(v, "value", v) for k, v in r.metadata.items() if k != "suite_seconds"})
+            for n, r in results.items()}
+
+
+@pytest.mark.parametrize("suite,check,sql,message,kw", [("clean", None, None, None, {}), *CORRUPTIONS],
+                         ids=["clean", *[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(CORRUPTIONS)]])
+def test_the_pandas_first_pass_gives_the_verdicts_and_messages_of_great_expectations(
+        wh, template, suite, check, sql, message, kw, monkeypatch):
+    """Issue 34: on clean data and on every corruption, each suite's results (verdicts, descriptions,
+    metadata but the timing) are the same with the pandas pass as with every rule run by GX."""
+    from envduels_dagster.assets.checking import gx_runner
+
+    if sql:
+        wh.execute(sql)
+    suites = [(suite, kw)] if suite != "clean" else [
+        ("registry", {}), ("environments", {"author": "alice"}), ("episodes", {"author": "bob", "solver": "alice"}),
+        ("pair_lift", {}), ("training", {"learner": "bob"})]
+    for name, args in suites:
+        fast = _comparable(run_suite(wh, name, template, **args))
+        monkeypatch.setattr(gx_runner, "PANDAS_FIRST", False)
+        reference = _comparable(run_suite(wh, name, template, **args))
+        monkeypatch.setattr(gx_runner, "PANDAS_FIRST", True)
+        assert fast == reference, name
+
+
 def test_pair_lift_counting_incomplete_episodes_as_failures_is_caught(wh, template):
     """A mart that scores an infrastructure error as a solver failure disagrees with the episodes."""
     episodes = wh.execute("SELECT * FROM episodes").df()

@@ -13,6 +13,9 @@ stop the others, whose rows and materializations stay, and the run then fails na
 """
 
 import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
 import hashlib
 import time
 
@@ -47,30 +50,73 @@ def duel_episodes(context: dg.AssetExecutionContext, gateway: GatewayResource, s
 
 def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayResource, sandbox: SandboxResource,
                settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Play the run's pair, or every pair of its partition range, each written and recorded on its own."""
+    """Play the run's pair, or every pair of its partition range, each written and recorded on its own.
+
+    A range's pairs play at once (issue 35), as many as keep every solver provider's pool full (each
+    pair holds as many of its provider's episode slots as it plays episodes at once,
+    ``core/pair_play.provider_slots``), in one event loop through one gateway, whose one pool per
+    provider (``max_in_flight``) caps the calls in flight across them. Each pair is still written as
+    soon as it finishes, and one pair's failure does not stop the others.
+    """
     if context.has_partition_key:
         keys = context.partition_key.keys_by_dimension
         return play_round_pair(context, keys["author"], keys["solver"], round_, gateway, sandbox, settings, warehouse)
-    pairs = list(context.partition_keys)
+    from envduels_dagster.core.models import run_and_close
+    from envduels_dagster.core.pair_play import Slots, pair_width, provider_slots
+
+    pairs = [str(k) for k in context.partition_keys]
     done: dict[str, dict] = {}
     failed: dict[str, str] = {}
     t0 = time.perf_counter()
-    for i, key in enumerate(pairs, 1):
-        author, solver = str(key).split("|", 1)
+    registry = gateway.registry()
+    gw = gateway.gateway(registry)
+    jobs = {}
+    for key in pairs:
+        author, solver = key.split("|", 1)
         try:
-            result = play_round_pair(context, author, solver, round_, gateway, sandbox, settings, warehouse)
-        except Exception as exc:  # one pair's failure must not cost the batch's other pairs
-            failed[str(key)] = str(exc) if isinstance(exc, dg.Failure) else f"{type(exc).__name__}: {exc}"
-            context.log.error(f"pair {key} failed ({i}/{len(pairs)}): {failed[str(key)]}")
-            continue
-        version = result.data_version.value if result.data_version is not None else ""
-        done[str(key)] = {**(result.metadata or {}), "pair_data_version": version}
-        context.log.info(f"pair {key} written ({i}/{len(pairs)}, {time.perf_counter() - t0:.1f}s)")
+            jobs[key] = _prepare_pair(context, author, solver, round_, registry, warehouse)
+        except Exception as exc:  # noqa: BLE001 - one pair's failure must not cost the batch's other pairs
+            failed[key] = _failure_text(exc)
+    slots_of: dict[str, int] = {}
+    for job in jobs.values():
+        try:
+            slots_of.update(provider_slots(registry, [job.solver]))
+        except Exception:  # noqa: BLE001 - a solver missing from the registry fails its own pair below
+            pass
+    context.log.info(f"{len(pairs)} pairs, played at once in episode slots per provider: {slots_of}")
+
+    async def play_all() -> None:
+        slots = {provider: Slots(n) for provider, n in slots_of.items()}
+        alone = Slots(1)
+
+        async def one(key: str, job: _PairJob) -> None:
+            try:
+                gate = slots[registry.get(job.solver).provider]
+            except Exception:  # noqa: BLE001 - it fails when played, below
+                gate = alone
+            try:
+                result = await _play_and_write(context, job, gw, sandbox, settings, warehouse, writer,
+                                               gate.hold(pair_width(job.envs, settings.episode_concurrency)))
+            except Exception as exc:  # noqa: BLE001 - isolated per pair, as above
+                failed[key] = _failure_text(exc)
+                context.log.error(f"pair {key} failed: {failed[key]}")
+                return
+            version = result.data_version.value if result.data_version is not None else ""
+            done[key] = {**(result.metadata or {}), "pair_data_version": version}
+            context.log.info(f"pair {key} written ({len(done) + len(failed)}/{len(pairs)}, "
+                             f"{time.perf_counter() - t0:.1f}s)")
+
+        await asyncio.gather(*(one(k, j) for k, j in jobs.items()))
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envduels-writer") as writer:
+        asyncio.run(run_and_close(gw, play_all()))
+    done = {k: done[k] for k in pairs if k in done}  # partition order, whatever order they finished in
     if failed:  # record the finished pairs one by one, then fail the run naming the others
         for key, metadata in done.items():
             context.log_event(dg.AssetMaterialization(
                 context.asset_key, partition=key, metadata=metadata,
                 tags={DATA_VERSION_TAG: metadata["pair_data_version"], DATA_VERSION_IS_USER_PROVIDED_TAG: "true"}))
+        failed = {k: failed[k] for k in pairs if k in failed}
         raise dg.Failure(f"{len(failed)} of {len(pairs)} pairs failed; the other {len(done)} were written and "
                          f"materialized. Re-execute this run to replay the batch (rows are replaced, never "
                          f"duplicated): " + "; ".join(f"{k}: {v}" for k, v in failed.items()),
@@ -82,8 +128,12 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
     batch_version = hashlib.sha256("\n".join(f"{k}={m['pair_data_version']}" for k, m in sorted(done.items()))
                                    .encode()).hexdigest()[:16]
     return dg.MaterializeResult(data_version=dg.DataVersion(batch_version),
-                                metadata={"pairs_in_run": len(pairs),
+                                metadata={"pairs_in_run": len(pairs), "episode_slots": dg.MetadataValue.json(slots_of),
                                           "batch_seconds": round(time.perf_counter() - t0, 2)})
+
+
+def _failure_text(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, dg.Failure) else f"{type(exc).__name__}: {exc}"
 
 
 def pair_options(settings: DuelSettings):
@@ -98,24 +148,28 @@ def pair_options(settings: DuelSettings):
                        adaptive=adaptive if settings.adaptive_sampling else None)
 
 
-def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int,
-                    gateway: GatewayResource, sandbox: SandboxResource, settings: DuelSettings,
-                    warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
-    from envduels_dagster.core.models import LLMError, run_and_close
-    from envduels_dagster.core.pair_play import AllCallsFailed, environments_current, pair_summary, play_pair_with
-    from envduels_dagster.core.registry import RegistryError
-    from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows, specs_from_rows
+@dataclasses.dataclass
+class _PairJob:
+    author: str
+    solver: str
+    round_: int
+    envs: list
+    solver_version: str
 
-    registry = gateway.registry()
+
+def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int, registry,
+                  warehouse: DuckDBResource) -> _PairJob:
+    """Read the pair's environments and check they can be played (raises dg.Failure when they cannot)."""
+    from envduels_dagster.core.imports import is_import
+    from envduels_dagster.core.pair_play import environments_current
+    from envduels_dagster.core.warehouse import read_table, specs_from_rows
+
     solver_entry = registry.get(solver)
     if not solver_entry.solves:  # a partition left from before its roles changed, materialized by hand
         raise dg.Failure(f"model {solver!r} has roles {list(solver_entry.roles)} in {registry.path}: it plays no "
                          f"environments; pair {author}|{solver} was not played and nothing was written")
     with warehouse.get_connection() as conn:
         env_rows = read_table(conn, "environments", {"author": author, "round": round_})
-    from envduels_dagster.core.imports import is_import
-
     # An imported author has no model: its environments are current as imported (version = content digest).
     author_version = (next(iter(set(env_rows["author_version"])), "") if is_import(author)
                       else registry.get(author).version)
@@ -126,8 +180,21 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     if not current:
         context.log.warning(f"playing {author}'s environments from an older version than the registry's "
                             f"{author_version!r}; re-materialize {upstream}[{author}] to refresh")
-    envs = specs_from_rows(env_rows)
-    gw = gateway.gateway(registry)
+    return _PairJob(author, solver, round_, specs_from_rows(env_rows), solver_entry.version)
+
+
+async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, sandbox: SandboxResource,
+                          settings: DuelSettings, warehouse: DuckDBResource, writer: concurrent.futures.Executor,
+                          gate: contextlib.AbstractAsyncContextManager | None = None) -> dg.MaterializeResult:
+    """Play one prepared pair through ``gw`` (shared by the run's pairs) inside ``gate``, then replace its rows
+    in ``writer``."""
+    gate = gate if gate is not None else contextlib.nullcontext()
+    from envduels_dagster.core.models import LLMError
+    from envduels_dagster.core.pair_play import AllCallsFailed, pair_summary, play_pair_with
+    from envduels_dagster.core.registry import RegistryError
+    from envduels_dagster.core.warehouse import episodes_frame, replace_rows
+
+    author, solver, round_, envs = job.author, job.solver, job.round_, job.envs
     t0 = time.perf_counter()
     last = [0.0]
 
@@ -137,31 +204,54 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
             context.log.info(f"{author} x {solver} (round {round_}): {done}/{total} episodes")
 
     try:
-        played = asyncio.run(run_and_close(gw, play_pair_with(
-            gw, author, solver, envs, sandbox.limits(), pair_options(settings), progress)))
+        async with gate:  # the pair's share of its provider while it plays; its write waits outside it
+            played = await play_pair_with(gw, author, solver, envs, sandbox.limits(), pair_options(settings),
+                                          progress)
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
     except AllCallsFailed as exc:
         raise dg.Failure(str(exc)) from None
-    df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, solver_entry.version,
-                        utcnow(), {e.env_id: e.round for e in envs})
-    with warehouse.get_connection() as conn:
-        replace_rows(conn, "episodes", df, {"author": author, "solver": solver, "round": round_})
-    pair = {"author": author, "solver": solver, "round": round_}
-    return dg.MaterializeResult(data_version=table_version(warehouse, "episodes", where=pair), metadata={
-        **table_metadata(warehouse, "episodes", pair),
-        "num_rows": len(df),
-        "valid_envs": sum(e.valid for e in envs),
-        "incomplete": int((df["status"] == "incomplete").sum()),
-        **pair_summary(df),
-        "is_self_pair": author == solver,
-        "cost_usd": float(df["cost_usd"].sum()),
-        "retries": int(df["retries"].sum()),
-        "tokens": int(df["prompt_tokens"].sum() + df["completion_tokens"].sum()),
-        "model_calls": sum(gw.stats.backend_calls.values()),
-        "cache_hits": sum(gw.stats.cache_hits.values()),
-        "seconds": round(time.perf_counter() - t0, 2),
-        **played.adaptive,
-        "stop_reasons": dg.MetadataValue.md(markdown_table(
-            df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
-    })
+    seconds = round(time.perf_counter() - t0, 2)
+
+    def write() -> dg.MaterializeResult:  # blocking DuckDB work: off the event loop, so other pairs play on
+        df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, job.solver_version,
+                            utcnow(), {e.env_id: e.round for e in envs})
+        pair = {"author": author, "solver": solver, "round": round_}
+        with warehouse.get_connection() as conn:  # one connection for the write and what is read back
+            replace_rows(conn, "episodes", df, pair)
+            version, table = table_version(conn, "episodes", where=pair), table_metadata(conn, "episodes", pair)
+        calls = sum(r.model_calls for r in played.records)
+        hits = sum(r.cached_calls for r in played.records)
+        return dg.MaterializeResult(data_version=version, metadata={
+            **table,
+            "num_rows": len(df),
+            "valid_envs": sum(e.valid for e in envs),
+            "incomplete": int((df["status"] == "incomplete").sum()),
+            **pair_summary(df),
+            "is_self_pair": author == solver,
+            "cost_usd": float(df["cost_usd"].sum()),
+            "retries": int(df["retries"].sum()),
+            "tokens": int(df["prompt_tokens"].sum() + df["completion_tokens"].sum()),
+            "model_calls": calls - hits,  # calls that reached a backend (cache hits excluded)
+            "cache_hits": hits,
+            "seconds": seconds,
+            **played.adaptive,
+            "stop_reasons": dg.MetadataValue.md(markdown_table(
+                df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
+        })
+
+    # one writer thread per run (``writer``): the pairs' writes never run at once (one DuckDB writer)
+    return await asyncio.get_running_loop().run_in_executor(writer, write)
+
+
+def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int,
+                    gateway: GatewayResource, sandbox: SandboxResource, settings: DuelSettings,
+                    warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
+    from envduels_dagster.core.models import run_and_close
+
+    registry = gateway.registry()
+    job = _prepare_pair(context, author, solver, round_, registry, warehouse)
+    gw = gateway.gateway(registry)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envduels-writer") as writer:
+        return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, sandbox, settings, warehouse, writer)))

@@ -62,7 +62,8 @@ class Gateway:
 
     def _pool(self, entry: ModelEntry) -> asyncio.Semaphore:
         if entry.provider not in self._pools:
-            self._pools[entry.provider] = asyncio.Semaphore(entry.max_concurrency)
+            # one pool per provider for every pair the run plays at once (issue 35)
+            self._pools[entry.provider] = asyncio.Semaphore(entry.max_in_flight or entry.max_concurrency)
             if entry.requests_per_minute:
                 self._limiters[entry.provider] = RateLimiter(entry.requests_per_minute)
         return self._pools[entry.provider]

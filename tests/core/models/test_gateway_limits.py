@@ -52,3 +52,68 @@ def test_pool_concurrency_and_rate_limit_hold_across_models_of_one_provider(tmp_
     # 1200/min = one request per 50 ms for the whole pool: 20 requests need at least 19 intervals.
     assert elapsed >= 19 * 0.05 * 0.95
     assert sum(gateway.stats.backend_calls.values()) == 20
+
+
+def test_max_in_flight_sizes_the_providers_pool_across_models_and_pairs_at_once_fill_it(tmp_path):
+    """Issue 35: one pool per provider sized by ``max_in_flight`` (not ``max_concurrency``), shared by every
+    pair a run plays at once; the provider's episode slots let as many pairs play as keep that pool full."""
+    from types import SimpleNamespace
+
+    from envduels_dagster.core.pair_play import Slots, in_flight_limit, pair_width, provider_slots
+
+    path = tmp_path / "models.yaml"
+    path.write_text("""models:
+  - name: a
+    model: envduels-sim/expert
+    pool: remote
+    max_concurrency: 2
+    max_in_flight: 12
+  - name: b
+    model: envduels-sim/novice
+    pool: remote
+    max_in_flight: 12
+  - name: c
+    model: envduels-sim/oracle
+""")
+    registry = load_registry(path)
+    assert [in_flight_limit(registry.get(n)) for n in "abc"] == [12, 12, 8]
+    assert provider_slots(registry, ["a", "b", "c"]) == {"remote": 12, "envduels-sim": 8}
+    env = SimpleNamespace(valid=True, benchmark_seeds=[0, 1])
+    assert pair_width([env, SimpleNamespace(valid=False, benchmark_seeds=[0, 1])], 8) == 4  # 2 seeds x 2 conditions
+    assert pair_width([env] * 3, 8) == 8 and pair_width([], 8) == 1
+
+    async def pairs_in_play(widths: list[int], total: int) -> int:
+        slots, busy, peak = Slots(total), [0], [0]
+
+        async def pair(w: int) -> None:
+            async with slots.hold(w):
+                busy[0] += 1
+                peak[0] = max(peak[0], busy[0])
+                await asyncio.sleep(0.01)
+                busy[0] -= 1
+
+        await asyncio.gather(*(pair(w) for w in widths))
+        assert slots.free == total
+        return peak[0]
+
+    assert asyncio.run(pairs_in_play([4] * 9, 12)) == 3  # 12 slots, 4 episodes a pair: three pairs at once
+    assert asyncio.run(pairs_in_play([8] * 5, 8)) == 1  # the defaults: one pair at a time, as before
+    assert asyncio.run(pairs_in_play([20, 1], 8)) == 1  # a pair wider than the pool takes it all; the next waits
+    assert asyncio.run(pairs_in_play([2, 3, 3, 4], 8)) == 3
+    gateway = Gateway(registry, sim_latency_s=0.05)
+
+    async def main():
+        sem = gateway._pool(registry.get("a"))
+        observed = []
+
+        async def watch():
+            while True:
+                observed.append(12 - sem._value)
+                await asyncio.sleep(0.005)
+
+        watcher = asyncio.ensure_future(watch())
+        await asyncio.gather(*(gateway.chat("a" if i % 2 else "b", MESSAGES, seed=i) for i in range(40)))
+        watcher.cancel()
+        return max(observed)
+
+    assert 2 < asyncio.run(main()) <= 12  # past a's max_concurrency, never past the provider's max_in_flight

@@ -1,0 +1,125 @@
+"""Benchmark (issue 34): CPU per call of the project's litellm path against litellm's own ``acompletion``.
+
+    .venv/bin/python benchmarks/litellm_cpu.py --calls 400 --concurrency 32 --latency-ms 50 --repeats 3
+
+Starts ``envduels serve-sim`` and, in one process, alternates blocks of ``--calls`` calls at
+``--concurrency`` in flight, ``--repeats`` times each (so every variant sees the same load):
+
+* ``litellm.acompletion``: litellm's own call, the minimum (model, messages, api_base, api_key);
+* ``project (litellm_call)``: what the gateway's litellm backend sends (temperature, max_tokens,
+  timeout, max_retries=0, seed, the typed request as ``extra_body``, and the cost logic);
+* ``project, no extra_body``, ``project, no seed/timeout``: the same minus one argument group, to
+  find which one costs.
+
+Prints CPU milliseconds per call of this process (the server is another process), per variant and
+repeat, then ``--profile N`` entries of a cProfile of one project block (cumulative time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import pstats
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--host", "127.0.0.1",
+                             "--port", "0", "--latency-ms", str(latency_ms)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline())
+    if not match:
+        proc.kill()
+        raise SystemExit("serve-sim did not start")
+    return proc, match.group(1)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=25)
+    args = parser.parse_args()
+
+    import os
+
+    from envduels_dagster.core.models.contract import SolveRequest
+    from envduels_dagster.core.models.litellm_backend import litellm_call, litellm_module, wire_request
+    from envduels_dagster.core.models.types import BackendCall
+    from envduels_dagster.core.registry import ModelEntry
+
+    litellm = litellm_module()
+    server, base = start_server(args.latency_ms)
+    entry = ModelEntry(name="solver-http", model="openai/journeyman", api_base=base, request_contract=True)
+    observation = "I am thinking of an integer between 1 and 100. Guess it."
+    messages = [{"role": "system", "content": "You are playing an interactive language game."},
+                {"role": "user", "content": f"Observation: {observation}"}]
+    request = SolveRequest(env_id="e.r0.0", condition="cold", observation=observation, hint=None, max_turns=10)
+    wire = wire_request(entry, BackendCall(messages, 0, entry.temperature, entry.max_tokens, request))
+    unpriced: set[str] = set()
+
+    async def own(i):
+        await litellm.acompletion(model=entry.model, messages=messages, api_base=base, api_key="no-key",
+                                  extra_body={"envduels_request": wire})
+
+    async def project(i):
+        await litellm_call(entry, messages, i, None, 60.0, unpriced, wire)
+
+    async def project_no_seed_timeout(i):
+        await litellm_call(entry, messages, None, None, None, unpriced, wire)
+
+    variants = {"litellm.acompletion": own, "project (litellm_call)": project,
+                "project, no seed/timeout": project_no_seed_timeout}
+
+    async def block(fn) -> float:
+        sem = asyncio.Semaphore(args.concurrency)
+
+        async def one(i):
+            async with sem:
+                await fn(i)
+
+        cpu = time.process_time()
+        await asyncio.gather(*(one(i) for i in range(args.calls)))
+        return (time.process_time() - cpu) * 1000 / args.calls
+
+    results: dict[str, list[float]] = {k: [] for k in variants}
+    try:
+        async def run():
+            for fn in variants.values():  # warm-up: connections, first-call imports, the price-map miss
+                await block(fn)
+            for _ in range(args.repeats):
+                for name, fn in variants.items():
+                    results[name].append(await block(fn))
+            profiler = cProfile.Profile()
+            profiler.enable()
+            await block(project)
+            profiler.disable()
+            return profiler
+
+        load = os.getloadavg()[0]
+        profiler = asyncio.run(run())
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(f"calls={args.calls} concurrency={args.concurrency} latency_ms={args.latency_ms:g} "
+          f"litellm={getattr(litellm, 'version', '?')} load1_at_start={load:.1f} load1_at_end={os.getloadavg()[0]:.1f}")
+    for name, values in results.items():
+        print(f"{name:28s} cpu_ms_per_call: {' '.join(f'{v:.2f}' for v in values)}")
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.profile)
+    print(out.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
