@@ -103,7 +103,13 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
                     warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
     from envduels_dagster.core.models import LLMError, run_and_close
-    from envduels_dagster.core.pair_play import AllCallsFailed, environments_current, pair_summary, play_pair_with
+    from envduels_dagster.core.pair_play import (
+        AllCallsFailed,
+        StoppedAtBudget,
+        environments_current,
+        pair_summary,
+        play_pair_with,
+    )
     from envduels_dagster.core.registry import RegistryError
     from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows, specs_from_rows
 
@@ -138,7 +144,7 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
             gw, author, solver, envs, sandbox.limits(), pair_options(settings), progress)))
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
-    except AllCallsFailed as exc:
+    except (AllCallsFailed, StoppedAtBudget) as exc:
         raise dg.Failure(str(exc)) from None
     df = episodes_frame(played.records, {e.env_id: e.max_turns for e in envs}, solver_entry.version,
                         utcnow(), {e.env_id: e.round for e in envs})
@@ -159,6 +165,17 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
         "cache_hits": sum(gw.stats.cache_hits.values()),
         "seconds": round(time.perf_counter() - t0, 2),
         **played.adaptive,
+        **budget_metadata(df),
         "stop_reasons": dg.MetadataValue.md(markdown_table(
             df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
     })
+
+
+def budget_metadata(df) -> dict:
+    """``stopped_at_budget``: episodes a spending cap cut (incomplete, excluded from every statistic, never
+    failures); ``partial``: the pair holds fewer finished episodes than it would have without the cap."""
+    stopped = int((df["stop_reason"] == "stopped_at_budget").sum())
+    return {"stopped_at_budget": stopped, "partial": stopped > 0,
+            **({"budget_note": f"{stopped} episode(s) stopped at budget: raise budget_usd / ENVDUELS_BUDGET_USD and "
+                               "re-materialize this pair; calls already made come from the call cache"}
+               if stopped else {})}
