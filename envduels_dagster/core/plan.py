@@ -14,25 +14,30 @@ solver-role model, self pairs included when a model has both roles, as the pipel
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from envduels_dagster.core.registry import ModelEntry, Registry
 
-# Documented defaults, used for a model with no measured runs (docs/BENCHMARKS.md, "Plan against actual").
-# Play prompt tokens are a mean per call: a solver's prompt is the whole conversation so far, so it grows
-# with every turn (first prompt + PLAY_GROWTH per earlier turn); a constant per call under-counted long
-# episodes by half. Authoring prompts are counted from the prompt text itself.
+# Documented defaults, used for a model with no measured runs: pooled over the five simulated models on a
+# calibration run that is not the demo (6 environments per author, 4 seeds, one hardening round: 30 authoring
+# and 30 hardening calls, 1,672 episodes; docs/BENCHMARKS.md "Plan against actual"). One real model measured
+# 6.7 calls per episode (issue 30), close to the round-0 figure. Play prompts are a mean *per call*: a solver's
+# prompt is the whole conversation so far, and long episodes (mazes run to 35 turns) hold most of the calls,
+# so the mean is well above the first prompt; hardened environments (rounds >= 1) are played longer.
 DEFAULTS = {
-    "validity": 0.8,  # share of written environments that validate (and get played)
-    "author_completion_tokens": 600.0,  # one environment class with its hint and metadata
-    "harden_prompt_extra_tokens": 500.0,  # a hardening digest beyond the parent's source: pass rates, excerpts
-    "turns": 6.0,  # model calls per episode
-    "play_first_prompt_tokens": 150.0,  # system prompt + first observation (+ hint)
-    "play_growth_tokens": 40.0,  # one earlier turn's reply + observation, carried in every later prompt
-    "play_completion_tokens": 12.0,  # a short reasoning line and a \\boxed{} action
-    "latency_s": 2.0,  # per call of a remote model; simulated models in-process: 0
+    "validity": 0.77,  # share of written environments that validate (and get played)
+    "author_completion_tokens": 560.0,  # one environment class with its hint and metadata
+    "harden_prompt_tokens": 980.0,  # the hardening digest: the parent's source, pass rates, failure excerpts
+    "harden_completion_tokens": 425.0,  # a rewritten class, or a short "keep" reply
+    "harden_validity": 0.70,
+    "turns": 7.0,  # model calls per episode, round 0
+    "turns_hardened": 9.3,  # model calls per episode on hardened environments
+    "play_prompt_tokens": 350.0,  # mean prompt tokens per play call, round 0
+    "play_prompt_tokens_hardened": 420.0,
+    "play_completion_tokens": 6.8,  # a short line and a \\boxed{} action
+    "latency_s": 2.0,  # per call of a remote model (simulated models in-process: 0)
 }
+RATE_NAMES = tuple(DEFAULTS)
 
 
 def planned_pairs(registry: Registry) -> list[tuple[str, str]]:
@@ -107,10 +112,6 @@ class Plan:
                 "models": {m: vars(ln) for m, ln in per.items()}, "total": vars(self.total())}
 
 
-def _rate(measured: dict[str, Rate], name: str, default: float) -> Rate:
-    return measured.get(name) or Rate(default, "default")
-
-
 def authoring_prompt_tokens(settings: PlanSettings) -> float:
     """The authoring prompt's tokens, counted from its text as the simulated models count (~4 characters a
     token, 4 per message): the brief is fixed, so this figure needs no measurement."""
@@ -118,11 +119,6 @@ def authoring_prompt_tokens(settings: PlanSettings) -> float:
 
     msgs = author_messages(0, settings.envs_per_author, seeds=list(range(settings.seeds)))
     return sum(len(m["content"]) for m in msgs) / 4 + 4 * len(msgs)
-
-
-def play_prompt_tokens(turns: float, first: float, growth: float) -> float:
-    """Mean prompt tokens per call of an episode of ``turns`` calls: call k (0-based) carries k earlier turns."""
-    return first + growth * max(0.0, turns - 1) / 2
 
 
 def price(entry: ModelEntry, prompt_tokens: float, completion_tokens: float) -> float | None:
@@ -150,18 +146,9 @@ def plan_experiment(registry: Registry, settings: PlanSettings,
     plan = Plan([], pairs, settings)
     k, n_seeds = settings.envs_per_author, settings.seeds
     author_prompt = authoring_prompt_tokens(settings)
-    rates: dict[str, dict[str, Rate]] = {}
+    rates = {e.name: model_rates(e, measured.get(e.name, {})) for e in registry.models}
     for entry in registry.models:
-        m = measured.get(entry.name, {})
-        latency = 0.0 if entry.is_simulated else DEFAULTS["latency_s"]
-        r = {name: _rate(m, name, default) for name, default in DEFAULTS.items() if name != "latency_s"}
-        r["latency_s"] = _rate(m, "latency_s", latency)
-        r["author_completion_tokens"] = Rate(min(r["author_completion_tokens"].value, entry.max_tokens),
-                                             r["author_completion_tokens"].source)
-        r["play_completion_tokens"] = Rate(min(r["play_completion_tokens"].value, entry.max_tokens),
-                                           r["play_completion_tokens"].source)
-        rates[entry.name] = r
-        plan.sources[entry.name] = {name: rate.source for name, rate in r.items()}
+        plan.sources[entry.name] = {name: rate.source for name, rate in rates[entry.name].items()}
         if price(entry, 1e6, 1e6) is None:
             plan.unpriced.append(entry.name)
 
@@ -172,26 +159,34 @@ def plan_experiment(registry: Registry, settings: PlanSettings,
                                _hours(entry, calls, calls * (prompt + completion), lat, concurrency)))
 
     for rnd in range(settings.rounds + 1):
+        suffix = "" if rnd == 0 else "_hardened"
         for entry in registry.models:
+            r = rates[entry.name]
             if not entry.authors:
                 continue
-            r = rates[entry.name]
-            completion = r["author_completion_tokens"].value
             if rnd == 0:  # one call per slot, one slot at a time
-                add(entry, "authoring r0", k, author_prompt, completion, 1)
-            else:  # one call per parent: the parent's source and a digest of how it was played
-                add(entry, f"hardening r{rnd}", k, completion + r["harden_prompt_extra_tokens"].value, completion, 1)
+                add(entry, "authoring r0", k, author_prompt, r["author_completion_tokens"].value, 1)
+            else:  # one call per parent (valid or not): its source and a digest of how it was played
+                add(entry, f"hardening r{rnd}", k, r["harden_prompt_tokens"].value, r["harden_completion_tokens"].value, 1)
         for author, solver in pairs:
-            a, s = registry.get(author), registry.get(solver)
-            ra, rs = rates[author], rates[solver]
-            episodes = k * ra["validity"].value * n_seeds * settings.conditions
-            turns = rs["turns"].value
-            prompt = play_prompt_tokens(turns, rs["play_first_prompt_tokens"].value, rs["play_growth_tokens"].value)
+            s, ra, rs = registry.get(solver), rates[author], rates[solver]
+            validity = ra["validity" if rnd == 0 else "harden_validity"].value
+            episodes = k * validity * n_seeds * settings.conditions
             concurrency = min(episode_concurrency, s.max_in_flight or s.max_concurrency)
-            add(s, f"play r{rnd}", episodes * turns, prompt, rs["play_completion_tokens"].value, concurrency)
-            _ = a
+            add(s, f"play r{rnd}", episodes * rs["turns" + suffix].value, rs["play_prompt_tokens" + suffix].value,
+                rs["play_completion_tokens"].value, concurrency)
     _merge_pair_lines(plan)
     return plan
+
+
+def model_rates(entry: ModelEntry, measured: dict[str, Rate]) -> dict[str, Rate]:
+    """Every rate of ``entry``: measured where given, else the default (token figures capped by max_tokens)."""
+    rates = {name: measured.get(name) or Rate(default, "default") for name, default in DEFAULTS.items()}
+    if "latency_s" not in measured and entry.is_simulated:
+        rates["latency_s"] = Rate(0.0, "default (in-process)")
+    for name in ("author_completion_tokens", "harden_completion_tokens", "play_completion_tokens"):
+        rates[name] = Rate(min(rates[name].value, entry.max_tokens), rates[name].source)
+    return rates
 
 
 def _merge_pair_lines(plan: Plan) -> None:
@@ -217,7 +212,3 @@ def fmt_usd(usd: float | None) -> str:
 
 def fmt_count(x: float) -> str:
     return f"{x:,.0f}" if x >= 10 or x == 0 else f"{x:.1f}"
-
-
-def _is_finite(x: float) -> bool:
-    return math.isfinite(x)
