@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from envduels_dagster.core.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
+from envduels_dagster.core.budget import BudgetError, BudgetLedger, budget_from_env, caps_for, ledger_path_for
 from envduels_dagster.core.cache import open_call_cache
 from envduels_dagster.core.models import Gateway, RetryPolicy
 from envduels_dagster.core.registry import Registry, load_registry
@@ -26,9 +26,13 @@ class GatewayResource(dg.ConfigurableResource):
         """A gateway with the call cache and, when a cap is set, the budget ledger (BudgetError before any call
         when ENVDUELS_BUDGET_USD is not a positive number or a capped model has no price)."""
         registry = registry or self.registry()
+        try:
+            ledger = self.ledger(registry)
+        except BudgetError as exc:  # before any call: the step fails saying why, nothing is written
+            raise dg.Failure(f"budget: {exc}; no model was called and nothing was written") from None
         policy = RetryPolicy(max_attempts=self.max_attempts, timeout_s=self.timeout_s)
         return Gateway(registry, open_call_cache(self.cache_path), policy,
-                       sim_latency_s=self.simulated_latency_ms / 1000, ledger=self.ledger(registry))
+                       sim_latency_s=self.simulated_latency_ms / 1000, ledger=ledger)
 
     def ledger(self, registry: Registry) -> BudgetLedger | None:
         """The budget ledger beside the call cache, or None when no cap is set (nothing is then recorded)."""
