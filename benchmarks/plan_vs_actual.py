@@ -48,7 +48,7 @@ def write_registry(path: Path, base: str, config: str) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int) -> None:
+async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, after_authoring=None) -> None:
     """Author, harden and play as the pipeline does (core functions of the assets), storing every row."""
     from envduels_dagster.core.authoring import author_environments
     from envduels_dagster.core.episodes import play_pair
@@ -67,6 +67,8 @@ async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int) ->
                 envs[a] = await harden_author(gw, a, rnd, envs[a], eps, others, 1500, None)
         for a, specs in envs.items():
             replace_rows(conn, "environments", environments_frame(specs, "1", now), {"author": a, "round": rnd})
+        if rnd == 0 and after_authoring is not None:
+            after_authoring()
         for a, s in planned_pairs(registry):
             recs = await play_pair(gw, s, envs[a], None, 8)
             df = episodes_frame(recs, {e.env_id: e.max_turns for e in envs[a]}, "1", now, {e.env_id: rnd for e in envs[a]})
@@ -80,7 +82,13 @@ def main() -> int:
     from envduels_dagster.core.cache import CallCache
     from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.plan import PlanSettings, plan_experiment
-    from envduels_dagster.core.plan_report import actual_from_warehouse, compare_rows, format_compare
+    from envduels_dagster.core.plan_report import (
+        actual_from_warehouse,
+        authored_environments,
+        compare_rows,
+        format_compare,
+        measured_rates,
+    )
     from envduels_dagster.core.registry import load_registry
 
     parser = argparse.ArgumentParser()
@@ -101,16 +109,24 @@ def main() -> int:
             gw = Gateway(registry, CallCache(work / "calls.sqlite"), ledger=ledger)
             conn = duckdb.connect(str(work / "warehouse.duckdb"))
             t0 = time.perf_counter()
+            replans = []
+
+            def replan() -> None:  # what `envduels plan` says once round 0 is written, before any play
+                settings = PlanSettings(args.envs, args.seeds, args.rounds)
+                replans.append(plan_experiment(registry, settings, measured_rates(conn, registry),
+                                               authored=authored_environments(conn, registry)))
 
             async def go():
                 try:
-                    await run_experiment(registry, gw, conn, args.envs, args.seeds, args.rounds)
+                    await run_experiment(registry, gw, conn, args.envs, args.seeds, args.rounds, replan)
                 finally:
                     await gw.aclose()
 
             asyncio.run(go())
             seconds = time.perf_counter() - t0
-            rows = compare_rows(plan.to_dict(), actual_from_warehouse(conn, registry))
+            actual = actual_from_warehouse(conn, registry)
+            rows = compare_rows(plan.to_dict(), actual)
+            after = compare_rows(replans[0].to_dict(), actual)
             with urllib.request.urlopen(base.removesuffix("/v1") + "/health") as resp:
                 served = json.loads(resp.read())["requests"]
             paid = ledger.spent()
@@ -120,12 +136,17 @@ def main() -> int:
     total = rows[-1]
     print(f"config={args.config} pairs={len(plan.pairs)} envs_per_author={args.envs} seeds={args.seeds} "
           f"rounds={args.rounds} run_seconds={seconds:.0f}")
+    print("plan before anything runs (documented defaults):")
     print(format_compare(rows))
+    print("plan once round 0 is written, before any play (its environments' number and max_turns):")
+    print(format_compare(after))
     print(f"server requests={served} ledger paid calls={sum(v['calls'] for v in paid.values())} "
           f"usd={sum(v['usd'] for v in paid.values()):.4f} gateway backend calls={sum(gw.stats.backend_calls.values())}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "served": served}, indent=1))
-    print(f"calls_error={total['calls_error']} usd_error={total['usd_error']}")
+        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "after_authoring": after,
+                                               "served": served}, indent=1))
+    print(f"calls_error={total['calls_error']} usd_error={total['usd_error']} after_authoring: "
+          f"calls_error={after[-1]['calls_error']} usd_error={after[-1]['usd_error']}")
     return 0
 
 

@@ -237,6 +237,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from envduels_dagster.core.plan import PlanSettings, plan_experiment
     from envduels_dagster.core.plan_report import (
         actual_from_warehouse,
+        authored_environments,
         compare_rows,
         format_compare,
         format_plan,
@@ -279,8 +280,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 print("paid (budget ledger): " + ", ".join(f"{m} {v['calls']} calls ${v['usd']:.4f}"
                                                            for m, v in spent.items()))
         return 0
-    measured = measured_rates(conn, registry) if conn is not None and not args.defaults_only else {}
-    plan = plan_experiment(registry, settings, measured, duel.episode_concurrency)
+    use_warehouse = conn is not None and not args.defaults_only
+    measured = measured_rates(conn, registry) if use_warehouse else {}
+    authored = authored_environments(conn, registry) if use_warehouse else {}
+    plan = plan_experiment(registry, settings, measured, duel.episode_concurrency, authored)
     record = {**plan.to_dict(), "registry": registry.path, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     plans.mkdir(parents=True, exist_ok=True)
     kept = plans / f"plan-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.json"

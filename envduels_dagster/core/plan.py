@@ -35,6 +35,10 @@ DEFAULTS = {
     "play_prompt_tokens": 350.0,  # mean prompt tokens per play call, round 0
     "play_prompt_tokens_hardened": 420.0,
     "play_completion_tokens": 6.8,  # a short line and a \\boxed{} action
+    # Once environments are written, an episode's length is known better: calls per episode = turn_fill x the
+    # author's mean max_turns (a failing episode runs to max_turns, a won one stops early).
+    "turn_fill": 0.84,
+    "turn_fill_hardened": 0.90,
     "latency_s": 2.0,  # per call of a remote model (simulated models in-process: 0)
 }
 RATE_NAMES = tuple(DEFAULTS)
@@ -138,10 +142,21 @@ def _hours(entry: ModelEntry, calls: float, tokens: float, latency_s: float, con
     return seconds / 3600.0
 
 
+@dataclass(frozen=True)
+class Authored:
+    """An author's environments of one round, already in the warehouse: how many validated, how long they run."""
+
+    written: int
+    valid: int
+    mean_max_turns: float  # over the valid ones
+
+
 def plan_experiment(registry: Registry, settings: PlanSettings,
-                    measured: dict[str, dict[str, Rate]] | None = None, episode_concurrency: int = 8) -> Plan:
-    """The plan for ``registry`` at ``settings``; ``measured``: per model, rates that replace the defaults."""
-    measured = measured or {}
+                    measured: dict[str, dict[str, Rate]] | None = None, episode_concurrency: int = 8,
+                    authored: dict[tuple[str, int], Authored] | None = None) -> Plan:
+    """The plan for ``registry`` at ``settings``; ``measured``: per model, rates that replace the defaults;
+    ``authored``: per (author, round), environments already written (their play is then planned from them)."""
+    measured, authored = measured or {}, authored or {}
     pairs = planned_pairs(registry)
     plan = Plan([], pairs, settings)
     k, n_seeds = settings.envs_per_author, settings.seeds
@@ -170,10 +185,17 @@ def plan_experiment(registry: Registry, settings: PlanSettings,
                 add(entry, f"hardening r{rnd}", k, r["harden_prompt_tokens"].value, r["harden_completion_tokens"].value, 1)
         for author, solver in pairs:
             s, ra, rs = registry.get(solver), rates[author], rates[solver]
-            validity = ra["validity" if rnd == 0 else "harden_validity"].value
-            episodes = k * validity * n_seeds * settings.conditions
+            written = authored.get((author, rnd))
+            if written is not None:  # its environments exist: their number and length are known
+                episodes = written.valid * n_seeds * settings.conditions
+                turns = rs["turn_fill" + suffix].value * written.mean_max_turns
+                plan.sources[author][f"environments r{rnd}"] = (f"authored ({written.valid} of {written.written} "
+                                                                f"valid, mean max_turns {written.mean_max_turns:.1f})")
+            else:
+                episodes = k * ra["validity" if rnd == 0 else "harden_validity"].value * n_seeds * settings.conditions
+                turns = rs["turns" + suffix].value
             concurrency = min(episode_concurrency, s.max_in_flight or s.max_concurrency)
-            add(s, f"play r{rnd}", episodes * rs["turns" + suffix].value, rs["play_prompt_tokens" + suffix].value,
+            add(s, f"play r{rnd}", episodes * turns, rs["play_prompt_tokens" + suffix].value,
                 rs["play_completion_tokens"].value, concurrency)
     _merge_pair_lines(plan)
     return plan

@@ -8,7 +8,7 @@ hit costs its list price too, as in ``author_value``), so a plan and its actual 
 
 from __future__ import annotations
 
-from envduels_dagster.core.plan import DEFAULTS, Line, Plan, Rate, fmt_count, fmt_usd, price
+from envduels_dagster.core.plan import DEFAULTS, Authored, Line, Plan, Rate, fmt_count, fmt_usd, price
 from envduels_dagster.core.registry import Registry
 
 MIN_MEASURED_ENVS = 5  # environments of an author before its measured rates replace the defaults
@@ -43,16 +43,29 @@ def measured_rates(conn, registry: Registry) -> dict[str, dict[str, Rate]]:
             out[author].update({"validity": Rate(float(validity), src),
                                 "author_completion_tokens": Rate(completion / calls, src)})
     eps = conn.execute("""
-        SELECT solver, round > 0 AS hardened, count(*), sum(model_calls), sum(prompt_tokens), sum(completion_tokens)
+        SELECT solver, round > 0 AS hardened, count(*), sum(model_calls), sum(prompt_tokens), sum(completion_tokens),
+               sum(max_turns)
         FROM episodes WHERE status <> 'incomplete' AND model_calls > 0 GROUP BY ALL""").fetchall()
-    for solver, hardened, n, calls, prompt, completion in eps:
+    for solver, hardened, n, calls, prompt, completion, max_turns in eps:
         if solver not in out or n < MIN_MEASURED_EPISODES:
             continue
         src, suffix = f"measured ({n} episodes)", "_hardened" if hardened else ""
-        out[solver].update({"turns" + suffix: Rate(calls / n, src), "play_prompt_tokens" + suffix: Rate(prompt / calls, src)})
+        out[solver].update({"turns" + suffix: Rate(calls / n, src), "play_prompt_tokens" + suffix: Rate(prompt / calls, src),
+                            "turn_fill" + suffix: Rate(calls / max_turns, src)})
         if not hardened or "play_completion_tokens" not in out[solver]:
             out[solver]["play_completion_tokens"] = Rate(completion / calls, src)
     return {m: r for m, r in out.items() if r}
+
+
+def authored_environments(conn, registry: Registry) -> dict[tuple[str, int], Authored]:
+    """Per (registry author, round): the environments already written, for ``plan_experiment(authored=...)``."""
+    if not _has_tables(conn):
+        return {}
+    rows = conn.execute("""
+        SELECT author, round, count(*), sum(valid::INT), avg(CASE WHEN valid THEN max_turns END)
+        FROM environments GROUP BY ALL""").fetchall()
+    names = set(registry.authors)
+    return {(a, int(r)): Authored(int(n), int(v), float(mt or 0.0)) for a, r, n, v, mt in rows if a in names}
 
 
 def actual_from_warehouse(conn, registry: Registry) -> list[Line]:
@@ -142,7 +155,8 @@ def format_plan(plan: Plan, registry: Registry, overall_budget: float | None) ->
     if plan.unpriced:
         out.append(f"unpriced (no input/output_cost_per_mtok in the registry; not counted as $0): "
                    f"{', '.join(plan.unpriced)}")
-    measured = {m: sorted({v for v in src.values() if v.startswith("measured")}) for m, src in plan.sources.items()}
+    measured = {m: sorted({f"{k.split()[-1]} {v}" if k.startswith("environments") else v for k, v in src.items()
+                           if v.startswith(("measured", "authored"))}) for m, src in plan.sources.items()}
     measured = {m: v for m, v in measured.items() if v}
     out.append("rates: " + ("; ".join(f"{m} {', '.join(v)}" for m, v in measured.items()) + " in the warehouse; "
                             if measured else "") + "defaults (docs/BENCHMARKS.md) for the rest: "
