@@ -96,6 +96,9 @@ def main() -> int:
     parser.add_argument("--envs", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=0)
+    parser.add_argument("--pilot", type=int, nargs=2, metavar=("ENVS", "SEEDS"),
+                        help="first play a pilot of this size (round 0, its own warehouse) and add the plan made from "
+                             "the rates it measured")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     proc, base = start_server(0.0)
@@ -116,8 +119,16 @@ def main() -> int:
                 replans.append(plan_experiment(registry, settings, measured_rates(conn, registry),
                                                authored=authored_environments(conn, registry)))
 
+            piloted = []
+
             async def go():
                 try:
+                    if args.pilot:  # the recommended workflow for a paid experiment: measure, then plan
+                        pilot = duckdb.connect()
+                        await run_experiment(registry, gw, pilot, args.pilot[0], args.pilot[1], 0)
+                        piloted.append(plan_experiment(registry, PlanSettings(args.envs, args.seeds, args.rounds),
+                                                       measured_rates(pilot, registry)))
+                        piloted.append(sum(gw.stats.backend_calls.values()))
                     await run_experiment(registry, gw, conn, args.envs, args.seeds, args.rounds, replan)
                 finally:
                     await gw.aclose()
@@ -127,6 +138,7 @@ def main() -> int:
             actual = actual_from_warehouse(conn, registry)
             rows = compare_rows(plan.to_dict(), actual)
             after = compare_rows(replans[0].to_dict(), actual)
+            with_pilot = compare_rows(piloted[0].to_dict(), actual) if piloted else None
             with urllib.request.urlopen(base.removesuffix("/v1") + "/health") as resp:
                 served = json.loads(resp.read())["requests"]
             paid = ledger.spent()
@@ -140,13 +152,19 @@ def main() -> int:
     print(format_compare(rows))
     print("plan once round 0 is written, before any play (its environments' number and max_turns):")
     print(format_compare(after))
+    if with_pilot is not None:
+        print(f"plan from a pilot of {args.pilot[0]} environments per author x {args.pilot[1]} seeds "
+              f"({piloted[1]} calls, not counted in the actual):")
+        print(format_compare(with_pilot))
     print(f"server requests={served} ledger paid calls={sum(v['calls'] for v in paid.values())} "
           f"usd={sum(v['usd'] for v in paid.values()):.4f} gateway backend calls={sum(gw.stats.backend_calls.values())}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "after_authoring": after,
-                                               "served": served}, indent=1))
+                                               "with_pilot": with_pilot, "served": served}, indent=1))
     print(f"calls_error={total['calls_error']} usd_error={total['usd_error']} after_authoring: "
-          f"calls_error={after[-1]['calls_error']} usd_error={after[-1]['usd_error']}")
+          f"calls_error={after[-1]['calls_error']} usd_error={after[-1]['usd_error']}"
+          + (f" with_pilot: calls_error={with_pilot[-1]['calls_error']} usd_error={with_pilot[-1]['usd_error']}"
+             if with_pilot else ""))
     return 0
 
 

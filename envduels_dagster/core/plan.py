@@ -19,26 +19,26 @@ from dataclasses import dataclass, field
 from envduels_dagster.core.registry import ModelEntry, Registry
 
 # Documented defaults, used for a model with no measured runs: pooled over the five simulated models on a
-# calibration run that is not the demo (6 environments per author, 4 seeds, one hardening round: 30 authoring
-# and 30 hardening calls, 1,672 episodes; docs/BENCHMARKS.md "Plan against actual"). One real model measured
-# 6.7 calls per episode (issue 30), close to the round-0 figure. Play prompts are a mean *per call*: a solver's
-# prompt is the whole conversation so far, and long episodes (mazes run to 35 turns) hold most of the calls,
-# so the mean is well above the first prompt; hardened environments (rounds >= 1) are played longer.
+# calibration run at the default experiment's size that is not the demo (10 environments per author, 4 seeds,
+# so other environments than the demo's 8-seed brief; one hardening round: 50 + 50 authoring calls, 3,560
+# episodes; docs/BENCHMARKS.md "Plan against actual"). Play prompts are a mean *per call*: a solver's prompt is
+# the whole conversation so far, and long episodes (mazes run to 35 turns) hold most of the calls, so the mean
+# is well above the first prompt (~105 tokens). One real model measured 6.7 calls per episode (issue 30).
 DEFAULTS = {
-    "validity": 0.77,  # share of written environments that validate (and get played)
+    "validity": 0.88,  # share of written environments that validate (and get played)
     "author_completion_tokens": 560.0,  # one environment class with its hint and metadata
-    "harden_prompt_tokens": 980.0,  # the hardening digest: the parent's source, pass rates, failure excerpts
-    "harden_completion_tokens": 425.0,  # a rewritten class, or a short "keep" reply
-    "harden_validity": 0.70,
-    "turns": 7.0,  # model calls per episode, round 0
-    "turns_hardened": 9.3,  # model calls per episode on hardened environments
-    "play_prompt_tokens": 350.0,  # mean prompt tokens per play call, round 0
-    "play_prompt_tokens_hardened": 420.0,
+    "harden_prompt_tokens": 1035.0,  # the hardening digest: the parent's source, pass rates, failure excerpts
+    "harden_completion_tokens": 480.0,  # a rewritten class, or a short "keep" reply
+    "harden_validity": 0.90,
+    "turns": 9.5,  # model calls per episode, round 0
+    "turns_hardened": 10.4,  # model calls per episode on hardened environments
+    "play_prompt_tokens": 406.0,  # mean prompt tokens per play call, round 0
+    "play_prompt_tokens_hardened": 434.0,
     "play_completion_tokens": 6.8,  # a short line and a \\boxed{} action
     # Once environments are written, an episode's length is known better: calls per episode = turn_fill x the
     # author's mean max_turns (a failing episode runs to max_turns, a won one stops early).
-    "turn_fill": 0.84,
-    "turn_fill_hardened": 0.90,
+    "turn_fill": 0.86,
+    "turn_fill_hardened": 0.885,
     "latency_s": 2.0,  # per call of a remote model (simulated models in-process: 0)
 }
 RATE_NAMES = tuple(DEFAULTS)
@@ -204,6 +204,10 @@ def plan_experiment(registry: Registry, settings: PlanSettings,
 def model_rates(entry: ModelEntry, measured: dict[str, Rate]) -> dict[str, Rate]:
     """Every rate of ``entry``: measured where given, else the default (token figures capped by max_tokens)."""
     rates = {name: measured.get(name) or Rate(default, "default") for name, default in DEFAULTS.items()}
+    for name in ("turns", "play_prompt_tokens", "turn_fill"):  # a pilot without rounds: scale its round-0 figure
+        if name in measured and name + "_hardened" not in measured:
+            ratio = DEFAULTS[name + "_hardened"] / DEFAULTS[name]
+            rates[name + "_hardened"] = Rate(measured[name].value * ratio, measured[name].source + " x default ratio")
     if "latency_s" not in measured and entry.is_simulated:
         rates["latency_s"] = Rate(0.0, "default (in-process)")
     for name in ("author_completion_tokens", "harden_completion_tokens", "play_completion_tokens"):
