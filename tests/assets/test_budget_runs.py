@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+import urllib.request
+
 import dagster as dg
 import duckdb
 import pytest
@@ -16,12 +22,35 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 def _registry(path, **budgets: str) -> None:
-    """expert writes; novice and apprentice play, each test with its own (so tests share one authored warehouse)."""
+    """expert writes; novice (served over HTTP by serve-sim) and apprentice play, each test with its own, so the
+    tests share one authored warehouse."""
     lines = ["models:"]
     for name in ("expert", "novice", "apprentice"):
-        lines += [f"  - name: {name}", f"    model: envduels-sim/{name}", "    input_cost_per_mtok: 1",
-                  "    output_cost_per_mtok: 1"] + ([f"    budget_usd: {budgets[name]}"] if name in budgets else [])
+        model = [f"    model: envduels-sim/{name}"] if name != "novice" else [
+            "    model: openai/novice", f"    api_base: {SERVER['base']}", "    request_contract: true"]
+        lines += [f"  - name: {name}", *model, "    input_cost_per_mtok: 1", "    output_cost_per_mtok: 1"]
+        lines += [f"    budget_usd: {budgets[name]}"] if name in budgets else []
     path.write_text("\n".join(lines) + "\n")
+
+
+SERVER: dict[str, str] = {}
+
+
+def start_server() -> tuple[subprocess.Popen, str]:
+    """``envduels serve-sim`` on a free port, in its own process; its base URL."""
+    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline() if proc.stdout else "")
+    if match is None:
+        proc.kill()
+        raise RuntimeError("serve-sim did not start")
+    return proc, match.group(1)
+
+
+def _served() -> int:
+    """Chat requests the serve-sim server has answered so far (its own count)."""
+    with urllib.request.urlopen(SERVER["base"].removesuffix("/v1") + "/health") as resp:
+        return int(json.loads(resp.read())["requests"])
 
 
 def _run(asset, instance, resources, key):
@@ -38,8 +67,10 @@ def _episodes(tmp_path, where: str = "TRUE"):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, request):
     """expert's environments authored once; each test plays its own pair on them."""
+    proc, SERVER["base"] = start_server()
+    request.addfinalizer(lambda: (proc.terminate(), proc.wait(timeout=10)))
     tmp_path = tmp_path_factory.mktemp("budget")
     registry = tmp_path / "models.yaml"
     _registry(registry)
@@ -51,9 +82,11 @@ def world(tmp_path_factory):
     return tmp_path, registry, resources, instance
 
 
+@pytest.mark.slow  # 39 s at load 18 on 2 cores (two pair runs over HTTP)
 def test_a_model_cap_stops_a_pair_part_way_and_a_higher_cap_finishes_it_without_paying_twice(world):
     tmp_path, registry, resources, instance = world
     _registry(registry, novice="0.05")
+    served_before = _served()
     result, _ = _run(duel_episodes, instance, resources, pair_key("expert", "novice"))
     assert result.success
     md = result.asset_materializations_for_node("duel_episodes")[0].metadata
@@ -66,7 +99,7 @@ def test_a_model_cap_stops_a_pair_part_way_and_a_higher_cap_finishes_it_without_
     assert "raise budget_usd / ENVDUELS_BUDGET_USD and re-materialize" in md["budget_note"].value
     ledger = BudgetLedger(tmp_path / "cache" / "budget.sqlite", Caps())
     first = ledger.spent()["novice"]
-    assert first["usd"] <= 0.05
+    assert first["usd"] <= 0.05 and _served() - served_before == first["calls"]  # the refused calls never left
 
     _registry(registry, novice="100")  # raise the cap and re-run: the calls already made come from the cache
     result, _ = _run(duel_episodes, instance, resources, pair_key("expert", "novice"))
@@ -75,8 +108,9 @@ def test_a_model_cap_stops_a_pair_part_way_and_a_higher_cap_finishes_it_without_
     df = _episodes(tmp_path, "solver = 'novice'")
     assert (df["stop_reason"] == "stopped_at_budget").sum() == 0 and md["partial"].value is False
     assert md["cache_hits"].value >= first["calls"]
-    # every call of the finished pair was paid exactly once across the two runs
-    assert ledger.spent()["novice"]["calls"] == int(df["model_calls"].sum())
+    # every call of the finished pair reached the server, and was paid, exactly once across the two runs
+    assert _served() - served_before == ledger.spent()["novice"]["calls"] == first["calls"] + md["model_calls"].value
+    assert md["model_calls"].value + md["cache_hits"].value == int(df["model_calls"].sum())
 
 
 def test_a_run_over_budget_from_its_first_call_stops_with_the_reason_and_writes_nothing(world):
