@@ -39,6 +39,10 @@ DEFAULTS = {
     # author's mean max_turns (a failing episode runs to max_turns, a won one stops early).
     "turn_fill": 0.86,
     "turn_fill_hardened": 0.885,
+    # ... and an episode of T calls sends T * first + growth * T(T-1)/2 prompt tokens (each call carries every
+    # earlier turn): least squares over the calibration's episodes, 105 / 29 at 6 and at 10 environments alike.
+    "play_first_prompt_tokens": 105.0,
+    "play_growth_tokens": 29.0,
     "latency_s": 2.0,  # per call of a remote model (simulated models in-process: 0)
 }
 RATE_NAMES = tuple(DEFAULTS)
@@ -149,6 +153,7 @@ class Authored:
     written: int
     valid: int
     mean_max_turns: float  # over the valid ones
+    max_turns: tuple[int, ...] = ()  # of each valid one
 
 
 def plan_experiment(registry: Registry, settings: PlanSettings,
@@ -186,19 +191,29 @@ def plan_experiment(registry: Registry, settings: PlanSettings,
         for author, solver in pairs:
             s, ra, rs = registry.get(solver), rates[author], rates[solver]
             written = authored.get((author, rnd))
+            concurrency = min(episode_concurrency, s.max_in_flight or s.max_concurrency)
             if written is not None:  # its environments exist: their number and length are known
-                episodes = written.valid * n_seeds * settings.conditions
-                turns = rs["turn_fill" + suffix].value * written.mean_max_turns
                 plan.sources[author][f"environments r{rnd}"] = (f"authored ({written.valid} of {written.written} "
                                                                 f"valid, mean max_turns {written.mean_max_turns:.1f})")
-            else:
-                episodes = k * ra["validity" if rnd == 0 else "harden_validity"].value * n_seeds * settings.conditions
-                turns = rs["turns" + suffix].value
-            concurrency = min(episode_concurrency, s.max_in_flight or s.max_concurrency)
-            add(s, f"play r{rnd}", episodes * turns, rs["play_prompt_tokens" + suffix].value,
+                calls, prompt = _authored_play(written, rs, suffix, n_seeds * settings.conditions)
+                if calls > 0:
+                    add(s, f"play r{rnd}", calls, prompt / calls, rs["play_completion_tokens"].value, concurrency)
+                continue
+            episodes = k * ra["validity" if rnd == 0 else "harden_validity"].value * n_seeds * settings.conditions
+            add(s, f"play r{rnd}", episodes * rs["turns" + suffix].value, rs["play_prompt_tokens" + suffix].value,
                 rs["play_completion_tokens"].value, concurrency)
     _merge_pair_lines(plan)
     return plan
+
+
+def _authored_play(written: Authored, rs: dict[str, Rate], suffix: str, per_env: int) -> tuple[float, float]:
+    """Calls and prompt tokens of playing ``written``'s environments: T = turn_fill x max_turns calls an
+    episode, each carrying the earlier turns (a long environment costs more per call, not only more calls)."""
+    fill, first, growth = (rs["turn_fill" + suffix].value, rs["play_first_prompt_tokens"].value,
+                           rs["play_growth_tokens"].value)
+    lengths = written.max_turns or (written.mean_max_turns,) * written.valid
+    turns = [fill * mt for mt in lengths]
+    return (per_env * sum(turns), per_env * sum(t * first + growth * t * max(0.0, t - 1) / 2 for t in turns))
 
 
 def model_rates(entry: ModelEntry, measured: dict[str, Rate]) -> dict[str, Rate]:

@@ -62,10 +62,12 @@ def authored_environments(conn, registry: Registry) -> dict[tuple[str, int], Aut
     if not _has_tables(conn):
         return {}
     rows = conn.execute("""
-        SELECT author, round, count(*), sum(valid::INT), avg(CASE WHEN valid THEN max_turns END)
+        SELECT author, round, count(*), sum(valid::INT), avg(CASE WHEN valid THEN max_turns END),
+               list(max_turns ORDER BY env_id) FILTER (WHERE valid)
         FROM environments GROUP BY ALL""").fetchall()
     names = set(registry.authors)
-    return {(a, int(r)): Authored(int(n), int(v), float(mt or 0.0)) for a, r, n, v, mt in rows if a in names}
+    return {(a, int(r)): Authored(int(n), int(v), float(mt or 0.0), tuple(int(x) for x in (lengths or [])))
+            for a, r, n, v, mt, lengths in rows if a in names}
 
 
 def actual_from_warehouse(conn, registry: Registry) -> list[Line]:
