@@ -116,18 +116,23 @@ def main() -> int:
 
             def replan() -> None:  # what `envduels plan` says once round 0 is written, before any play
                 settings = PlanSettings(args.envs, args.seeds, args.rounds)
-                replans.append(plan_experiment(registry, settings, measured_rates(conn, registry),
-                                               authored=authored_environments(conn, registry)))
+                authored = authored_environments(conn, registry)
+                replans.append(plan_experiment(registry, settings, measured_rates(conn, registry), authored=authored))
+                if pilot_rates:  # and with the solvers' turn_fill measured by the pilot
+                    measured = {m: {**pilot_rates.get(m, {}), **r} for m, r in measured_rates(conn, registry).items()}
+                    replans.append(plan_experiment(registry, settings, {**pilot_rates, **measured}, authored=authored))
 
-            piloted = []
+            piloted: list = []
+            pilot_rates: dict = {}
 
             async def go():
                 try:
                     if args.pilot:  # the recommended workflow for a paid experiment: measure, then plan
                         pilot = duckdb.connect()
                         await run_experiment(registry, gw, pilot, args.pilot[0], args.pilot[1], 0)
+                        pilot_rates.update(measured_rates(pilot, registry))
                         piloted.append(plan_experiment(registry, PlanSettings(args.envs, args.seeds, args.rounds),
-                                                       measured_rates(pilot, registry)))
+                                                       pilot_rates))
                         piloted.append(sum(gw.stats.backend_calls.values()))
                     await run_experiment(registry, gw, conn, args.envs, args.seeds, args.rounds, replan)
                 finally:
@@ -139,6 +144,7 @@ def main() -> int:
             rows = compare_rows(plan.to_dict(), actual)
             after = compare_rows(replans[0].to_dict(), actual)
             with_pilot = compare_rows(piloted[0].to_dict(), actual) if piloted else None
+            pilot_after = compare_rows(replans[1].to_dict(), actual) if piloted else None
             with urllib.request.urlopen(base.removesuffix("/v1") + "/health") as resp:
                 served = json.loads(resp.read())["requests"]
             paid = ledger.spent()
@@ -156,15 +162,19 @@ def main() -> int:
         print(f"plan from a pilot of {args.pilot[0]} environments per author x {args.pilot[1]} seeds "
               f"({piloted[1]} calls, not counted in the actual):")
         print(format_compare(with_pilot))
+        print("plan from the pilot's rates once round 0 is written (its environments, the pilot's turn_fill):")
+        print(format_compare(pilot_after))
     print(f"server requests={served} ledger paid calls={sum(v['calls'] for v in paid.values())} "
           f"usd={sum(v['usd'] for v in paid.values()):.4f} gateway backend calls={sum(gw.stats.backend_calls.values())}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "after_authoring": after,
-                                               "with_pilot": with_pilot, "served": served}, indent=1))
+                                               "with_pilot": with_pilot, "pilot_after_authoring": pilot_after,
+                                               "served": served}, indent=1))
     print(f"calls_error={total['calls_error']} usd_error={total['usd_error']} after_authoring: "
           f"calls_error={after[-1]['calls_error']} usd_error={after[-1]['usd_error']}"
           + (f" with_pilot: calls_error={with_pilot[-1]['calls_error']} usd_error={with_pilot[-1]['usd_error']}"
-             if with_pilot else ""))
+             + f" pilot_after_authoring: calls_error={pilot_after[-1]['calls_error']} "
+               f"usd_error={pilot_after[-1]['usd_error']}" if with_pilot and pilot_after else ""))
     return 0
 
 
