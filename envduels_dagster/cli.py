@@ -250,6 +250,12 @@ def _cmd_serve_sim(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from envduels_dagster.plan_command import run_plan
+
+    return run_plan(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="envduels", description="EnvDuels on Dagster")
     parser.add_argument("--version", action="version", version=f"envduels {_version()}")
@@ -296,6 +302,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None)
     p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None)
     p.set_defaults(func=_cmd_demo)
+
+    p = add("plan", help="what the configured experiment will spend (calls, tokens, dollars, hours) before it runs")
+    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
+                   help="default: ENVDUELS_ENVS_PER_AUTHOR, else 10")
+    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None, help="default: ENVDUELS_SEEDS, else 8")
+    p.add_argument("--rounds", type=_int_in(0, 100, "--rounds"), default=None,
+                   help="hardening rounds; default: ENVDUELS_ROUNDS, else 1")
+    p.add_argument("--defaults-only", action="store_true",
+                   help="ignore rates measured by earlier runs in the warehouse")
+    p.add_argument("--compare", nargs="?", const="", default=None, metavar="PLAN.json",
+                   help="compare the newest kept plan (or PLAN.json) with what the warehouse says was used")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_plan)
 
     p = add("serve-sim", help="serve the simulated models over an OpenAI-compatible HTTP API")
     p.add_argument("--host", default="127.0.0.1")

@@ -36,6 +36,8 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
         return text, EXIT_BAD_INPUT
     if type(exc).__name__ == "SettingsError":  # resources/duel_settings.py: a bad ENVDUELS_* size
         return f"settings: {text}", EXIT_BAD_INPUT
+    if type(exc).__name__ == "BudgetError":  # core/budget.py: a cap that cannot be used
+        return f"budget: {text}", EXIT_BAD_INPUT
     if isinstance(exc, RegistryError):
         return f"registry error: {text}", EXIT_BAD_INPUT
     if isinstance(exc, ExportFormatError):

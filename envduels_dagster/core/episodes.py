@@ -99,9 +99,12 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
     except LLMError as exc:
         if exc.fatal:
             raise
-        rec.status, rec.stop_reason, rec.error = "incomplete", "llm_error", str(exc)
-        rec.retries += len(exc.retried_errors) + 1
-        rec.retry_errors += [*exc.retried_errors, exc.error_class]
+        if exc.error_class == "stopped_at_budget":  # a cap refused the next call (core/budget.py): not a failure
+            rec.status, rec.stop_reason, rec.error = "incomplete", "stopped_at_budget", str(exc)
+        else:
+            rec.status, rec.stop_reason, rec.error = "incomplete", "llm_error", str(exc)
+            rec.retries += len(exc.retried_errors) + 1
+            rec.retry_errors += [*exc.retried_errors, exc.error_class]
     rec.latency_s = time.perf_counter() - t0
     rec.transcript = messages
     return rec

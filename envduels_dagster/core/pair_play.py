@@ -43,8 +43,17 @@ def environments_current(env_rows: pd.DataFrame, author_version: str) -> bool:
     return not env_rows.empty and set(env_rows["author_version"]) == {author_version}
 
 
+class StoppedAtBudget(Exception):
+    """A spending cap (core/budget.py) stopped the pair before any episode finished: nothing is written."""
+
+
 def require_model_reached(records: list, author: str, solver: str) -> None:
-    """Raise :class:`AllCallsFailed` when no episode of the pair reached the model (nothing may be written)."""
+    """Raise :class:`StoppedAtBudget` when a cap stopped the pair before any episode finished, and
+    :class:`AllCallsFailed` when no episode of the pair reached the model (nothing may be written)."""
+    stopped = [r for r in records if r.stop_reason == "stopped_at_budget"]
+    if stopped and all(r.stop_reason in ("stopped_at_budget", "llm_error") for r in records):
+        raise StoppedAtBudget(f"{author} x {solver} stopped at budget before any episode finished; nothing was "
+                              f"written. {stopped[0].error}")
     failed = [r for r in records if r.stop_reason == "llm_error"]
     if records and len(failed) == len(records):
         raise AllCallsFailed(f"every episode of {author} x {solver} failed to reach the model; nothing was "

@@ -14,8 +14,9 @@ from pydantic import BaseModel, Field, field_validator
 Condition = Literal["cold", "hinted"]
 EpisodeStatus = Literal["success", "failure", "incomplete"]
 # terminated/max_turns/truncated end a played episode; env_error and llm_error make it incomplete
-# (env_error: the environment broke; llm_error: the model call failed after retries).
-StopReason = Literal["terminated", "truncated", "max_turns", "env_error", "llm_error"]
+# (env_error: the environment broke; llm_error: the model call failed after retries; stopped_at_budget: a
+# spending cap refused the next call, core/budget.py).
+StopReason = Literal["terminated", "truncated", "max_turns", "env_error", "llm_error", "stopped_at_budget"]
 
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3)
 

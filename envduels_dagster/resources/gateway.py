@@ -3,9 +3,11 @@
 
 import dagster as dg
 
+from envduels_dagster.core.budget import BudgetError, BudgetLedger, budget_from_env, caps_for, ledger_path_for
 from envduels_dagster.core.cache import open_call_cache
 from envduels_dagster.core.models import Gateway, RetryPolicy
 from envduels_dagster.core.registry import Registry, load_registry
+from envduels_dagster.settings import envduels_home
 
 
 class GatewayResource(dg.ConfigurableResource):
@@ -21,6 +23,21 @@ class GatewayResource(dg.ConfigurableResource):
         return load_registry(self.registry_path)
 
     def gateway(self, registry: Registry | None = None) -> Gateway:
+        """A gateway with the call cache and, when a cap is set, the budget ledger (BudgetError before any call
+        when ENVDUELS_BUDGET_USD is not a positive number or a capped model has no price)."""
+        registry = registry or self.registry()
+        try:
+            ledger = self.ledger(registry)
+        except BudgetError as exc:  # before any call: the step fails saying why, nothing is written
+            raise dg.Failure(f"budget: {exc}; no model was called and nothing was written") from None
         policy = RetryPolicy(max_attempts=self.max_attempts, timeout_s=self.timeout_s)
-        return Gateway(registry or self.registry(), open_call_cache(self.cache_path), policy,
-                       sim_latency_s=self.simulated_latency_ms / 1000)
+        return Gateway(registry, open_call_cache(self.cache_path), policy,
+                       sim_latency_s=self.simulated_latency_ms / 1000, ledger=ledger)
+
+    def ledger(self, registry: Registry) -> BudgetLedger | None:
+        """The budget ledger beside the call cache, or None when no cap is set (nothing is then recorded)."""
+        caps = caps_for(registry, budget_from_env())
+        if not caps.active:
+            return None
+        hold_s = self.max_attempts * (self.timeout_s + 20.0) + 60.0  # a call with every retry and backoff
+        return BudgetLedger(ledger_path_for(self.cache_path, envduels_home()), caps, hold_s)

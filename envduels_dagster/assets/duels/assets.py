@@ -190,7 +190,7 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
     in ``writer``."""
     gate = gate if gate is not None else contextlib.nullcontext()
     from envduels_dagster.core.models import LLMError
-    from envduels_dagster.core.pair_play import AllCallsFailed, pair_summary, play_pair_with
+    from envduels_dagster.core.pair_play import AllCallsFailed, StoppedAtBudget, pair_summary, play_pair_with
     from envduels_dagster.core.registry import RegistryError
     from envduels_dagster.core.warehouse import episodes_frame, replace_rows
 
@@ -209,7 +209,7 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
                                           progress)
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
-    except AllCallsFailed as exc:
+    except (AllCallsFailed, StoppedAtBudget) as exc:
         raise dg.Failure(str(exc)) from None
     seconds = round(time.perf_counter() - t0, 2)
 
@@ -236,6 +236,7 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
             "cache_hits": hits,
             "seconds": seconds,
             **played.adaptive,
+            **budget_metadata(df),
             "stop_reasons": dg.MetadataValue.md(markdown_table(
                 df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
         })
@@ -255,3 +256,13 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     gw = gateway.gateway(registry)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envduels-writer") as writer:
         return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, sandbox, settings, warehouse, writer)))
+
+
+def budget_metadata(df) -> dict:
+    """``stopped_at_budget``: episodes a spending cap cut (incomplete, excluded from every statistic, never
+    failures); ``partial``: the pair holds fewer finished episodes than it would have without the cap."""
+    stopped = int((df["stop_reason"] == "stopped_at_budget").sum())
+    return {"stopped_at_budget": stopped, "partial": stopped > 0,
+            **({"budget_note": f"{stopped} episode(s) stopped at budget: raise budget_usd / ENVDUELS_BUDGET_USD and "
+                               "re-materialize this pair; calls already made come from the call cache"}
+               if stopped else {})}

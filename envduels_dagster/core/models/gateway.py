@@ -44,8 +44,11 @@ class GatewayStats:
 
 class Gateway:
     def __init__(self, registry: Registry, cache: CallCache | None = None, policy: RetryPolicy | None = None,
-                 sim_latency_s: float = 0.0, litellm_processes: int | None = None):
+                 sim_latency_s: float = 0.0, litellm_processes: int | None = None, ledger=None):
         self.registry = registry
+        # core/budget.BudgetLedger or None: consulted before every call that costs money (a cache miss of a
+        # priced model) when a cap is set; a call that would pass a cap raises BudgetExhausted, unmade.
+        self.ledger = ledger
         # litellm spends ~8-10 ms of CPU per call: one event loop tops out near 100 calls/s. With
         # N > 0, litellm calls run in N worker processes instead (ENVDUELS_LITELLM_PROCESSES).
         if litellm_processes is None:
@@ -109,6 +112,24 @@ class Gateway:
             return ChatResponse(**{**hit, "cached": True, "latency_s": 0.0, "cost_usd": 0.0, "attempts": 0,
                                    "retried_errors": []})
         backend = self.backend(entry)
+        held = self.ledger.reserve(entry, messages) if self.ledger is not None and self.ledger.applies_to(entry) else None
+        try:
+            response = await self._call(entry, backend, messages, seed, request)
+        except BaseException:
+            if held is not None:
+                self.ledger.release(held)
+            raise
+        if held is not None:
+            self.ledger.settle(held, entry.cost(response.prompt_tokens, response.completion_tokens),
+                               response.prompt_tokens, response.completion_tokens)
+        self.stats.backend_calls[model_name] += 1
+        if self.cache is not None:
+            self.cache.put(key, entry.model, response.model_dump(include={"text", "prompt_tokens", "completion_tokens"}))
+        return response
+
+    async def _call(self, entry: ModelEntry, backend: ChatBackend, messages: list[dict[str, str]], seed: int | None,
+                    request: Request | None) -> ChatResponse:
+        """The call itself (no cache, no ledger): in-process for simulated backends, else with retries."""
         if backend.simulated:
             if self.sim_latency_s or entry.requests_per_minute:
                 async with self._pool(entry):
@@ -117,17 +138,12 @@ class Gateway:
             call = BackendCall(messages, seed, entry.temperature, entry.max_tokens, request)
             t0 = time.perf_counter()
             done = await backend.complete(entry, call)
-            response = self._response(entry, done, time.perf_counter() - t0, 1, [])
-        else:
-            api_key = self.registry.api_key(model_name)  # RegistryError if the variable is unset
-            call = BackendCall(messages, seed, entry.temperature, entry.max_tokens, request, api_key,
-                               self.policy.timeout_s)
-            async with self._pool(entry):
-                response = await self._with_retries(entry, backend, call)
-        self.stats.backend_calls[model_name] += 1
-        if self.cache is not None:
-            self.cache.put(key, entry.model, response.model_dump(include={"text", "prompt_tokens", "completion_tokens"}))
-        return response
+            return self._response(entry, done, time.perf_counter() - t0, 1, [])
+        api_key = self.registry.api_key(entry.name)  # RegistryError if the variable is unset
+        call = BackendCall(messages, seed, entry.temperature, entry.max_tokens, request, api_key,
+                           self.policy.timeout_s)
+        async with self._pool(entry):
+            return await self._with_retries(entry, backend, call)
 
     @staticmethod
     def _response(entry: ModelEntry, done, latency_s: float, attempts: int, errors: list[str]) -> ChatResponse:

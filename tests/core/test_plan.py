@@ -1,0 +1,176 @@
+"""``envduels plan``: the pairs the roles allow, the plan's arithmetic, and its figures against an actual run."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import duckdb
+import pytest
+
+from envduels_dagster.cli import main
+from envduels_dagster.core.authoring import author_environments
+from envduels_dagster.core.episodes import play_pair
+from envduels_dagster.core.models import Gateway
+from envduels_dagster.core.plan import DEFAULTS, PlanSettings, plan_experiment, planned_pairs
+from envduels_dagster.core.plan_report import actual_from_warehouse, compare_rows, measured_rates
+from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.warehouse import environments_frame, episodes_frame, replace_rows
+
+ROLES = """models:
+  - name: a1
+    model: envduels-sim/oracle
+    roles: [author]
+    input_cost_per_mtok: 3
+    output_cost_per_mtok: 15
+  - name: a2
+    model: envduels-sim/expert
+    roles: author
+    input_cost_per_mtok: 1
+    output_cost_per_mtok: 2
+  - name: a3
+    model: openai/some-open-model
+    api_base: http://127.0.0.1:9/v1
+    roles: [author]
+  - name: learner
+    model: envduels-sim/novice
+    roles: [solver]
+    input_cost_per_mtok: 0.1
+    output_cost_per_mtok: 0.4
+"""
+
+
+@pytest.fixture
+def roles_registry(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(ROLES)
+    return load_registry(path)
+
+
+def test_three_authors_and_one_learner_make_three_pairs(roles_registry):
+    assert planned_pairs(roles_registry) == [("a1", "learner"), ("a2", "learner"), ("a3", "learner")]
+
+
+def test_the_default_registry_plays_its_full_tournament():
+    registry = load_registry()
+    assert len(planned_pairs(registry)) == len(registry.names) ** 2
+
+
+def test_authors_only_write_the_learner_only_plays_and_an_unpriced_model_is_not_free(roles_registry):
+    plan = plan_experiment(roles_registry, PlanSettings(envs_per_author=10, seeds=8, rounds=1))
+    per = plan.per_model()
+    stages = {m: sorted({ln.stage for ln in plan.lines if ln.model == m}) for m in per}
+    assert stages == {"a1": ["authoring r0", "hardening r1"], "a2": ["authoring r0", "hardening r1"],
+                      "a3": ["authoring r0", "hardening r1"], "learner": ["play r0", "play r1"]}
+    assert per["a1"].calls == 20  # 10 environments, then one hardening call per parent
+    episodes_r0 = 3 * 10 * DEFAULTS["validity"] * 8 * 2
+    play_r0 = next(ln for ln in plan.lines if ln.model == "learner" and ln.stage == "play r0")
+    assert play_r0.calls == pytest.approx(episodes_r0 * DEFAULTS["turns"])
+    assert play_r0.prompt_tokens == pytest.approx(play_r0.calls * DEFAULTS["play_prompt_tokens"])
+    assert plan.unpriced == ["a3"] and per["a3"].usd is None and per["a1"].usd > 0
+    total = plan.total()
+    assert total.usd == pytest.approx(sum(per[m].usd for m in ("a1", "a2", "learner")))  # a3 not counted as $0
+    assert per["learner"].hours == 0  # simulated models play in-process; a3 writes one environment at a time ...
+    remote = next(ln for ln in plan.lines if ln.model == "a3" and ln.stage == "authoring r0")
+    assert remote.hours == pytest.approx(10 * DEFAULTS["latency_s"] / 3600)  # ... at 2 s a call
+    assert plan.hours() == pytest.approx(2 * remote.hours)  # authoring and hardening, one after the other
+
+
+def _run_and_store(registry, conn, k: int, seeds: int) -> None:
+    """Author and play every pair the roles allow, through the real gateway, and store it as the pipeline does."""
+    now = datetime(2026, 12, 3)
+
+    async def go():
+        gw = Gateway(registry, None)
+        envs = {a: await author_environments(gw, a, k, list(range(seeds))) for a in registry.authors}
+        for a, specs in envs.items():
+            replace_rows(conn, "environments", environments_frame(specs, "1", now), {"author": a})
+        for a, s in planned_pairs(registry):
+            recs = await play_pair(gw, s, envs[a], None, 8)
+            df = episodes_frame(recs, {e.env_id: e.max_turns for e in envs[a]}, "1", now, {e.env_id: 0 for e in envs[a]})
+            replace_rows(conn, "episodes", df, {"author": a, "solver": s})
+        await gw.aclose()
+
+    asyncio.run(go())
+
+
+def test_the_plan_against_an_actual_run_on_a_tiny_registry(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(ROLES.replace("""  - name: a3
+    model: openai/some-open-model
+    api_base: http://127.0.0.1:9/v1
+    roles: [author]
+""", ""))
+    registry = load_registry(path)
+    settings = PlanSettings(envs_per_author=5, seeds=3, rounds=0)
+    before = plan_experiment(registry, settings)  # nothing measured yet: the defaults
+    conn = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    assert measured_rates(conn, registry) == {} and actual_from_warehouse(conn, registry) == []
+    _run_and_store(registry, conn, 5, 3)
+    actual = actual_from_warehouse(conn, registry)
+    by = {(ln.model, ln.stage): ln for ln in actual}
+    assert set(by) == {("a1", "authoring r0"), ("a2", "authoring r0"), ("learner", "play r0")}
+    # authoring is counted exactly: one call per environment, and its prompt is counted from the text
+    plan_lines = {(ln.model, ln.stage): ln for ln in before.lines}
+    for a in ("a1", "a2"):
+        assert by[(a, "authoring r0")].calls == plan_lines[(a, "authoring r0")].calls == 5
+        assert by[(a, "authoring r0")].prompt_tokens == pytest.approx(plan_lines[(a, "authoring r0")].prompt_tokens,
+                                                                      rel=0.02)
+    # Defaults on 10 environments are coarse: an episode runs to its environment's max_turns (2 to 35 here) when
+    # the learner fails, so a handful of environments decide the calls (the demo's scale: docs/BENCHMARKS.md)
+    rows = {r["model"]: r for r in compare_rows(before.to_dict(), actual)}
+    assert 1 / 3 < rows["total"]["plan_calls"] / rows["total"]["actual_calls"] < 3
+    assert 1 / 3 < rows["total"]["plan_usd"] / rows["total"]["actual_usd"] < 3
+    # re-planned from what the run measured, the plan reproduces the run
+    measured = measured_rates(conn, registry)
+    assert measured["learner"]["turns"].source.startswith("measured (")
+    after = plan_experiment(registry, settings, measured)
+    for r in compare_rows(after.to_dict(), actual):
+        assert r["plan_calls"] == pytest.approx(r["actual_calls"], rel=0.01), r
+        assert r["plan_tokens"] == pytest.approx(r["actual_tokens"], rel=0.03), r
+        assert r["plan_usd"] == pytest.approx(r["actual_usd"], rel=0.03), r
+
+
+def _cli(monkeypatch, capsys, tmp_path, registry_text: str, env: dict[str, str], *argv: str):
+    path = tmp_path / "models.yaml"
+    path.write_text(registry_text)
+    monkeypatch.setenv("ENVDUELS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(path))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code = main(["plan", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_plan_prints_per_model_and_total_and_keeps_the_plan(monkeypatch, capsys, tmp_path):
+    code, out, err = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--envs-per-author", "4")
+    assert code == 0, err
+    assert "plan: 3 pairs (3 author(s) x 1 solver(s)), 4 environments per author, 8 seeds x 2 conditions" in out
+    assert "unpriced (no input/output_cost_per_mtok in the registry; not counted as $0): a3" in out
+    assert "| unpriced" not in out and "$0.00 " not in out
+    kept = list((tmp_path / "home" / "plans").glob("plan-*.json"))
+    assert len(kept) == 1
+    code, out, _ = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--compare")
+    assert code == 0 and "plan calls" in out and "total" in out  # nothing ran yet: every actual is 0
+
+
+A3_CAPPED = ROLES.replace("    api_base: http://127.0.0.1:9/v1\n", "    api_base: http://127.0.0.1:9/v1\n    budget_usd: 2\n")
+
+
+@pytest.mark.parametrize("registry_text, env, expected", [
+    (ROLES, {"ENVDUELS_BUDGET_USD": "lots"}, "budget: ENVDUELS_BUDGET_USD='lots' is not a number"),
+    (ROLES, {"ENVDUELS_BUDGET_USD": "-3"}, "budget: ENVDUELS_BUDGET_USD='-3' cannot be used: a budget must be a positive"),
+    (ROLES + "    budget_usd: -1\n", {}, "registry error: "),
+    (A3_CAPPED, {}, "budget: "),
+])
+def test_bad_budgets_are_refused_with_a_clear_message_and_nothing_is_written(monkeypatch, capsys, tmp_path,
+                                                                             registry_text, env, expected):
+    code, out, err = _cli(monkeypatch, capsys, tmp_path, registry_text, env)
+    assert code == 2 and out == ""
+    assert err.startswith(f"envduels: error: {expected}")
+    if "budget_usd: -1" in registry_text:
+        assert "entry #4 ('learner'): field 'budget_usd': Input should be greater than 0" in err
+    if registry_text is A3_CAPPED:
+        assert "model(s) a3 have no price, so its budget_usd cannot be enforced" in err
+    assert not (tmp_path / "home" / "plans").exists()
