@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Literal
 
+from envduels_dagster.cli_errors import UsageError  # re-exported: tests and commands raise it
+
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
 
@@ -43,10 +45,6 @@ def _find_class(source: str, path: Path) -> str:
     if len(classes) != 1:
         raise UsageError(f"{path}: found {len(classes)} environment classes; name one with --class")
     return classes[0]
-
-
-class UsageError(Exception):
-    pass
 
 
 class _Parser(argparse.ArgumentParser):

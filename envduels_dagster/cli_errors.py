@@ -13,6 +13,11 @@ import argparse
 EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
 
 
+class UsageError(Exception):
+    """A command line that cannot be carried out as given (exit 2, one line)."""
+
+
+
 def _pydantic_line(exc) -> str:
     err = exc.errors()[0]
     loc = ".".join(map(str, err["loc"])) or "value"

@@ -46,7 +46,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.compare is not None:
         kept = Path(args.compare) if args.compare else max(plans.glob("plan-*.json"), default=None)
         if kept is None or not kept.is_file():
-            from envduels_dagster.cli import UsageError
+            from envduels_dagster.cli_errors import UsageError
 
             raise UsageError(f"no kept plan to compare with ({args.compare or plans}); run 'envduels plan' first")
         planned = json.loads(kept.read_text())

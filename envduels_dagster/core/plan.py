@@ -49,8 +49,11 @@ RATE_NAMES = tuple(DEFAULTS)
 
 
 def planned_pairs(registry: Registry) -> list[tuple[str, str]]:
-    """(author, solver) for every author-role model x every solver-role model, in registry order."""
-    return [(a.name, s.name) for a in registry.models if a.authors for s in registry.models if s.solves]
+    """(author, solver) for every author-role model x every solver-role model, in registry order: the roster's
+    round-0 pairs of the registry's own models (imports are free to author; their play is planned apart)."""
+    from envduels_dagster.core.roster import Roster
+
+    return Roster.from_registry(registry, check=False).pairs(0)
 
 
 @dataclass(frozen=True)
