@@ -318,7 +318,10 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     for name, values in {**bt_cols, **_duel_record(duels, models)}.items():
         df[name] = values
     if skill_rank:
-        df["sim_skill_rank"] = [skill_rank.get(m) for m in models]
+        # the documented order among the ranked models, 1..k (a registry using 3 of the 5 profiles ranked
+        # 5th otherwise, outside 1..n: ranks_within_1_to_n withheld the rankings, issue 33 item 7)
+        within = {m: i for i, m in enumerate(sorted((m for m in models if m in skill_rank), key=skill_rank.get), 1)}
+        df["sim_skill_rank"] = [within.get(m) for m in models]
     for names, cols in reps["late"]:
         df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
     summary = pd.DataFrame([{

@@ -451,3 +451,16 @@ def test_corrected_design_t_interval_is_withheld_below_its_calibrated_size():
     raw, _ = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=100, withhold_uncalibrated=False)
     assert raw["design_score_corrected_ci_lower"].notna().all()
     assert raw["design_score_corrected_ci_reason"].isna().all()
+
+
+def test_a_registry_using_some_of_the_simulated_profiles_gets_skill_ranks_within_1_to_n():
+    """Issue 33 item 7: three models whose documented skill ranks are 2, 4 and 5 (of the five profiles)
+    published sim_skill_rank 5 among 3 models, so ranks_within_1_to_n withheld the whole rankings table."""
+    from envduels_dagster.core.result_checks import rankings_problems
+
+    skill = {"s2": 0.7, "s4": 0.3, "s5": 0.1}
+    table, summary = rk.compute_rankings(panel_stats(np.random.default_rng(5), skill),
+                                         pd.DataFrame(columns=["model_a", "model_b", "score_a", "outcome"]),
+                                         n_boot=50, skill_rank={"s2": 2, "s4": 4, "s5": 5})
+    assert table.set_index("model")["sim_skill_rank"].to_dict() == {"s2": 1, "s4": 2, "s5": 3}  # order kept
+    assert rankings_problems(table, summary)["ranks_within_1_to_n"] == []
