@@ -26,7 +26,7 @@ ROLES: tuple[Role, ...] = ("author", "solver")
 # A provider option whose name looks like a credential is refused: keys come only from api_key_env.
 SECRET_PARAM = re.compile(r"(key|secret|password|token$|authorization|bearer|credential)", re.IGNORECASE)
 RESERVED_PARAMS = frozenset({"model", "messages", "api_base", "base_url", "api_key", "headers", "extra_headers",
-                             "stream", "n", "seed", "timeout"})
+                             "stream", "n", "seed", "timeout", "temperature", "max_tokens"})
 DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024
 # The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/project_files.py).
 DEFAULT_REGISTRY = project_file("models.yaml")

@@ -4,7 +4,7 @@
 import dagster as dg
 
 from envduels_dagster.core.cache import open_call_cache
-from envduels_dagster.core.models import Gateway, RetryPolicy
+from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
 from envduels_dagster.core.registry import Registry, load_registry
 
 
@@ -22,5 +22,6 @@ class GatewayResource(dg.ConfigurableResource):
 
     def gateway(self, registry: Registry | None = None) -> Gateway:
         policy = RetryPolicy(max_attempts=self.max_attempts, timeout_s=self.timeout_s)
+        # The provider limits beside the cache: one schedule per pool for every run of the instance.
         return Gateway(registry or self.registry(), open_call_cache(self.cache_path), policy,
-                       sim_latency_s=self.simulated_latency_ms / 1000)
+                       sim_latency_s=self.simulated_latency_ms / 1000, limiter=open_limiter(self.cache_path))

@@ -114,6 +114,17 @@ def _error(tmp_path: Path, text: str) -> tuple[RegistryError, Path]:
         ("models:\n  - name: a\n    model: x/y\n    params: {when: 2024-01-01}\n", "#1 ('a')", "params",
          "when: must be a plain JSON value, not date"),
         ("models:\n  - name: a\n    model: x/y\n    timeout_s: 0\n", "#1 ('a')", "timeout_s", "greater than 0"),
+        ("models:\n  - name: a\n    model: x/y\n    timeout_s: -5\n", "#1 ('a')", "timeout_s", "greater than 0"),
+        ("models:\n  - name: a\n    model: x/y\n    params: {temperature: 1}\n", "#1 ('a')", "params",
+         "temperature is set by the engine or the registry"),
+        ("models:\n  - name: a\n    model: x/y\n    params: {extra_body: {x_api_secret: s}}\n", "#1 ('a')",
+         "params", "extra_body.x_api_secret: looks like a credential"),
+        ("models:\n  - name: a\n    model: x/y\n    params: {headers: {a: b}}\n", "#1 ('a')", "params",
+         "headers is set by the engine or the registry"),
+        ("models:\n  - name: a\n    model: x/y\n    max_reply_bytes: 10\n", "#1 ('a')", "max_reply_bytes",
+         "greater than or equal to 1024"),
+        ("models:\n  - name: a\n    model: x/y\n    tokens_per_minute: -1\n", "#1 ('a')", "tokens_per_minute",
+         "greater than 0"),
     ],
 )
 def test_malformed_entries_name_file_entry_and_field(tmp_path, text, entry, field, fragment):

@@ -103,7 +103,13 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
                     warehouse: DuckDBResource) -> dg.MaterializeResult:
     """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
     from envduels_dagster.core.models import LLMError, run_and_close
-    from envduels_dagster.core.pair_play import AllCallsFailed, environments_current, pair_summary, play_pair_with
+    from envduels_dagster.core.pair_play import (
+        AllCallsFailed,
+        cut_replies,
+        environments_current,
+        pair_summary,
+        play_pair_with,
+    )
     from envduels_dagster.core.registry import RegistryError
     from envduels_dagster.core.warehouse import episodes_frame, read_table, replace_rows, specs_from_rows
 
@@ -151,6 +157,7 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
         "valid_envs": sum(e.valid for e in envs),
         "incomplete": int((df["status"] == "incomplete").sum()),
         **pair_summary(df),
+        **cut_replies(df, solver),
         "is_self_pair": author == solver,
         "cost_usd": float(df["cost_usd"].sum()),
         "retries": int(df["retries"].sum()),
