@@ -232,15 +232,27 @@ def reasoned(text: str, completion_tokens: int, reasoning: int, max_tokens) -> t
 
 
 def gzip_bomb(head: bytes, size: int) -> bytes:
-    """``head`` + filler, ``size`` bytes in all, gzip-compressed (1 GiB -> ~1 MB), built in 1 MB steps."""
+    """``head`` + filler, ~``size`` bytes in all, as one gzip member (1 GiB -> ~1 MB).
+
+    Built without compressing 1 GiB: after a full flush a deflate stream refers to nothing before it, so
+    one compressed 1 MB block repeats verbatim; only the CRC runs over the whole content."""
+    import struct
     import zlib
 
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    parts, block = [packer.compress(head)], b"a" * (1 << 20)
-    for _ in range((size - len(head)) // len(block)):
-        parts.append(packer.compress(block))
-    parts.append(packer.flush())
-    return b"".join(parts)
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = b"a" * (1 << 20)
+    first = packer.compress(head) + packer.flush(zlib.Z_FULL_FLUSH)
+    segment = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    n = (size - len(head)) // len(block)
+    tail = b'"}}]}'
+    last = packer.compress(tail) + packer.flush()
+    crc = zlib.crc32(head)
+    for _ in range(n):
+        crc = zlib.crc32(block, crc)
+    crc = zlib.crc32(tail, crc)
+    total = len(head) + n * len(block) + len(tail)
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + first + segment * n + last
+            + struct.pack("<II", crc, total & 0xFFFFFFFF))
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
