@@ -76,11 +76,11 @@ def pair_summary(df: pd.DataFrame) -> dict[str, float]:
             "lift": float(lift["lift"].iloc[0]) if len(lift) else 0.0}
 
 
-def cut_replies(df: pd.DataFrame, solver: str) -> dict[str, object]:
+def cut_replies(df: pd.DataFrame, solver: str) -> dict[str, int | str]:
     """Episodes ended by a reply cut at ``max_tokens`` (``stop_reason = length``), counted apart from solver
     outcomes, with what to do about them; and the reasoning tokens the pair's replies spent."""
     cut = int((df["stop_reason"] == "length").sum()) if len(df) else 0
-    out: dict[str, object] = {"cut_at_max_tokens": cut,
+    out: dict[str, int | str] = {"cut_at_max_tokens": cut,
                               "reasoning_tokens": int(df["reasoning_tokens"].sum()) if len(df) else 0}
     if cut:
         out["cut_at_max_tokens_advice"] = (f"{cut} episode(s) ended because a reply of {solver} was cut at "

@@ -153,8 +153,8 @@ class SimServer:
             message = {"role": "assistant", "content": text,
                        "reasoning_content": "Let me think. " * max(1, self.config.reasoning_tokens // 4)}
             details = {"reasoning_tokens": min(self.config.reasoning_tokens, completion_tokens)}
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                 "total_tokens": prompt_tokens + completion_tokens}
+        usage: dict = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                       "total_tokens": prompt_tokens + completion_tokens}
         if details is not None:
             usage["completion_tokens_details"] = details
         self.stats["completions"] += 1

@@ -75,7 +75,7 @@ def bounded(response, box: dict[str, Any]):
                           request=response.request, extensions=response.extensions)
 
 
-def install(transport_class: type) -> None:
+def install(transport_class: Any) -> None:
     """Cap the replies of ``transport_class`` (an httpx async transport) during calls that set ``REPLY_CAP``."""
     if transport_class in _INSTALLED:
         return
@@ -86,7 +86,7 @@ def install(transport_class: type) -> None:
         box = REPLY_CAP.get()
         return response if box is None else bounded(response, box)
 
-    transport_class.handle_async_request = handle_async_request  # type: ignore[method-assign]
+    transport_class.handle_async_request = handle_async_request
     _INSTALLED.add(transport_class)
 
 
