@@ -80,9 +80,16 @@ class Gateway:
         Returns whether a reservation was made (its tokens are settled after the reply)."""
         if not (entry.requests_per_minute or entry.tokens_per_minute or entry.provider in self._held):
             return False
-        wait = self.limiter.reserve(entry.provider, entry.requests_per_minute, entry.tokens_per_minute, tokens)
-        if wait > 0:
-            await asyncio.sleep(wait)
+        slot = 60.0 / entry.requests_per_minute if entry.requests_per_minute else 0.0
+        for _ in range(LATE_RESERVATIONS):
+            wait = self.limiter.reserve(entry.provider, entry.requests_per_minute, entry.tokens_per_minute, tokens)
+            due = time.monotonic() + wait
+            if wait > 0:
+                await asyncio.sleep(wait)
+            # Woken more than a slot late (a starved event loop): going now would bunch with the calls due
+            # after ours, a burst the provider answers with 429s. Give the slot up and take the next free one.
+            if time.monotonic() - due <= max(LATE_TOLERANCE_S, slot):
+                break
         return True
 
     def _hold(self, entry: ModelEntry, seconds: float) -> None:
@@ -203,6 +210,9 @@ class Gateway:
             return self._response(entry, done, time.perf_counter() - t0, attempt, errors)
         raise AssertionError("unreachable")
 
+
+LATE_RESERVATIONS = 3  # a call woken late gives its slot up at most this often, then goes
+LATE_TOLERANCE_S = 0.05
 
 # What the call cache keeps of a response (the rest is per call: latency, attempts, cost of a hit is 0).
 CACHED_FIELDS = {"text", "prompt_tokens", "completion_tokens", "reasoning_tokens", "finish_reason"}
