@@ -24,7 +24,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 
 CHILD = """
-import asyncio, json, resource, sys, time
+import asyncio, json, os, resource, sys, time
+import envduels_dagster  # run from a directory outside both checkouts: PYTHONPATH's checkout is the one measured
+assert envduels_dagster.__file__.startswith(os.environ["PYTHONPATH"]), envduels_dagster.__file__
 from envduels_dagster.core.models import Gateway, RetryPolicy
 from envduels_dagster.core.registry import load_registry
 from envduels_dagster.core.models.litellm_backend import litellm_module
@@ -74,7 +76,8 @@ def main() -> None:
                                         f"    client: {client}\n")
                     for label, checkout in checkouts:
                         proc = subprocess.run([sys.executable, "-c", CHILD, str(registry)], capture_output=True,
-                                              text=True, timeout=1800, env={**os.environ, "PYTHONPATH": str(checkout)})
+                                              text=True, timeout=1800, cwd=tmp,
+                                              env={**os.environ, "PYTHONPATH": str(checkout)})
                         lines = proc.stdout.strip().splitlines()
                         row = json.loads(lines[-1]) if proc.returncode == 0 and lines else \
                             {"outcome": f"exit {proc.returncode}: {proc.stderr.strip()[-200:]}"}

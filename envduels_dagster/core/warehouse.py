@@ -75,7 +75,8 @@ SCHEMA = {
 
 # Values given to rows written before a column existed (everything before rounds was round 0).
 # author_calls: every environment row is exactly one authoring or hardening call (its cost stays unknown).
-MIGRATION_DEFAULTS = {"round": "0", "author_calls": "1", "sampling": "'fixed'"}
+# reasoning_tokens: none were reported before they were counted (finish_reasons stays NULL: not kept then).
+MIGRATION_DEFAULTS = {"round": "0", "author_calls": "1", "sampling": "'fixed'", "reasoning_tokens": "0"}
 
 # Seed columns are UBIGINT (unsigned 64-bit, see protocol.Seed). Warehouses written before that held
 # INTEGER seeds: ensure_schema widens those columns in place, in one transaction, rows intact.
