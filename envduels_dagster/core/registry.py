@@ -140,7 +140,12 @@ class ModelEntry(BaseModel):
             elif value is not None and not isinstance(value, (str, int, float, bool)):
                 raise ValueError(f"{where.rstrip('.')}: must be a plain JSON value, not {type(value).__name__}")
 
-        reserved = sorted(RESERVED_PARAMS & set(v))
+        extra_body = v.get("extra_body")
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise ValueError("extra_body: must be a mapping of request body fields")
+        # extra_body's fields land in the request body too: the same names are the engine's there
+        reserved = sorted(RESERVED_PARAMS & set(v)) + [f"extra_body.{k}" for k in sorted(RESERVED_PARAMS & set(
+            extra_body or {}))]
         if reserved:
             raise ValueError(f"{', '.join(reserved)} is set by the engine or the registry, not by params")
         walk(v, "")

@@ -77,13 +77,14 @@ def request_body(model: str, messages, temperature: float, max_tokens: int, seed
     """The chat-completions body. ``extra``: the typed request, for envduels serve-sim endpoints only.
     ``params``: the registry's provider options, as body fields (an ``extra_body`` mapping is merged in,
     as the OpenAI SDK does)."""
-    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
-    if seed is not None:
-        body["seed"] = seed
-    if params:
+    body: dict[str, Any] = {}
+    if params:  # first: what the engine sets below always wins (the registry refuses those names anyway)
         options = dict(params)
         body.update(options.pop("extra_body", None) or {})
         body.update(options)
+    body.update(model=model, messages=messages, temperature=temperature, max_tokens=max_tokens)
+    if seed is not None:
+        body["seed"] = seed
     if extra is not None:
         from envduels_dagster.core.models.contract import WIRE_FIELD
 
