@@ -143,13 +143,21 @@ def _cmd_play(args: argparse.Namespace) -> int:
     registry.get(args.model)
     spec = _load_specs(argparse.Namespace(**{**vars(args), "seed": [args.seed_one]}))[0]
     condition: Literal["cold", "hinted"] = "hinted" if spec.hint else "cold"
-    rec = asyncio.run(play_episode(Gateway(registry, _default_cache()), args.model, spec, args.seed_one, condition))
+    rec = asyncio.run(play_episode(Gateway(registry, _default_cache(), limiter=_default_limiter()), args.model, spec,
+                                   args.seed_one, condition))
     if args.json:
         print(json.dumps(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))
     else:
         print(f"{rec.status} after {rec.turns} turn(s) ({rec.stop_reason}); format errors {rec.format_errors}"
               + (f"; error: {rec.error}" if rec.error else ""))
     return 0 if rec.status != "incomplete" else 1
+
+
+def _default_limiter():
+    from envduels_dagster.core.models import open_limiter
+    from envduels_dagster.settings import cache_location
+
+    return open_limiter(cache_location())
 
 
 def _default_cache():
@@ -244,7 +252,10 @@ def _cmd_serve_sim(args: argparse.Namespace) -> int:
         raise UsageError(f"--api-key-env {args.api_key_env}: that variable is not set or empty; export the key "
                          "in it, or leave --api-key-env out to serve without a key")
     serve(args.host, args.port, ServerConfig(latency_ms=args.latency_ms, fault_rate=args.fault_rate, seed=args.seed,
-                                             timeout_fault_s=args.timeout_fault_s, api_key=key))
+                                             timeout_fault_s=args.timeout_fault_s, api_key=key, rpm=args.rpm,
+                                             rpm_burst=args.rpm_burst,
+                                             latency_sigma=args.latency_sigma, reasoning_tokens=args.reasoning_tokens,
+                                             hostile=args.hostile))
     return 0
 
 
@@ -324,6 +335,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-fault-s", type=_float_in(0.0, None, "--timeout-fault-s"), default=30.0,
                    help="how long an injected timeout hangs")
     p.add_argument("--api-key-env", help="require the key held in this environment variable")
+    p.add_argument("--rpm", type=_float_in(0.0, None, "--rpm"), default=None,
+                   help="hold a requests-per-minute limit: past it, 429 with Retry-After (as a provider account; 0: none)")
+    p.add_argument("--rpm-burst", type=_float_in(1.0, None, "--rpm-burst"), default=None,
+                   help="requests the --rpm bucket holds at once (default: one second's worth)")
+    p.add_argument("--latency-sigma", type=_float_in(0.0, 5.0, "--latency-sigma"), default=0.0,
+                   help="latency ~ --latency-ms x lognormal(0, sigma): a provider's long tail")
+    p.add_argument("--reasoning-tokens", type=_int_in(0, 1_000_000, "--reasoning-tokens"), default=0,
+                   help="reply as a reasoning model spending this many tokens first (finish_reason length "
+                        "past max_tokens)")
+    p.add_argument("--hostile", choices=("huge", "gzip-bomb"), default=None,
+                   help="answer every completion with a 512 MB body or a gzip bomb (bounded-reply tests)")
     p.set_defaults(func=_cmd_serve_sim)
 
     p = add("ui", help="open the Dagster UI on the project's instance")

@@ -74,9 +74,17 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
                 rec.cached_calls += int(reply.cached)
                 rec.prompt_tokens += reply.prompt_tokens
                 rec.completion_tokens += reply.completion_tokens
+                rec.reasoning_tokens += reply.reasoning_tokens
                 rec.cost_usd += reply.cost_usd
+                rec.finish_reasons.append(reply.finish_reason)
                 messages.append({"role": "assistant", "content": reply.text})
                 rec.turns += 1
+                if reply.finish_reason == "length":  # cut at max_tokens: the registry's setting, not the solver
+                    rec.status, rec.stop_reason = "incomplete", "length"
+                    rec.error = (f"the reply was cut at max_tokens ({reply.completion_tokens} completion tokens, "
+                                 f"{reply.reasoning_tokens} of them reasoning): raise max_tokens for {solver} "
+                                 "in the registry")
+                    break
                 action = parse_boxed(reply.text)
                 if action is None:
                     rec.format_errors += 1

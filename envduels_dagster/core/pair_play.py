@@ -133,3 +133,16 @@ class Slots:
             async with self._cond:
                 self.free += n
                 self._cond.notify_all()
+
+
+def cut_replies(df: pd.DataFrame, solver: str) -> dict[str, int | str]:
+    """Episodes ended by a reply cut at ``max_tokens`` (``stop_reason = length``), counted apart from solver
+    outcomes, with what to do about them; and the reasoning tokens the pair's replies spent."""
+    cut = int((df["stop_reason"] == "length").sum()) if len(df) else 0
+    out: dict[str, int | str] = {"cut_at_max_tokens": cut,
+                              "reasoning_tokens": int(df["reasoning_tokens"].sum()) if len(df) else 0}
+    if cut:
+        out["cut_at_max_tokens_advice"] = (f"{cut} episode(s) ended because a reply of {solver} was cut at "
+                                           "max_tokens (incomplete, not failures): raise max_tokens for "
+                                           f"{solver} in the registry")
+    return out

@@ -13,10 +13,11 @@ from pydantic import BaseModel, Field, field_validator
 
 Condition = Literal["cold", "hinted"]
 EpisodeStatus = Literal["success", "failure", "incomplete"]
-# terminated/max_turns/truncated end a played episode; env_error and llm_error make it incomplete
-# (env_error: the environment broke; llm_error: the model call failed after retries; stopped_at_budget: a
-# spending cap refused the next call, core/budget.py).
-StopReason = Literal["terminated", "truncated", "max_turns", "env_error", "llm_error", "stopped_at_budget"]
+# terminated/max_turns/truncated end a played episode; env_error, llm_error, length and stopped_at_budget
+# make it incomplete (env_error: the environment broke; llm_error: the model call failed after retries;
+# length: the provider cut a reply at the registry's max_tokens, a setting to raise, not a solver's mistake;
+# stopped_at_budget: a spending cap refused the next call, core/budget.py).
+StopReason = Literal["terminated", "truncated", "max_turns", "env_error", "llm_error", "length", "stopped_at_budget"]
 
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3)
 
@@ -176,6 +177,8 @@ class EpisodeRecord(BaseModel):
     cost_usd: float = 0.0
     latency_s: float = 0.0
     model_calls: int = 0
+    reasoning_tokens: int = 0  # the part of completion_tokens spent reasoning (reasoning models)
+    finish_reasons: list[str | None] = Field(default_factory=list)  # the provider's, per model reply
     cached_calls: int = 0
     retries: int = 0  # failed attempts that the gateway retried (rate limits, 5xx, timeouts, ...)
     retry_errors: list[str] = Field(default_factory=list)

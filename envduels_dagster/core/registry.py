@@ -26,7 +26,7 @@ ROLES: tuple[Role, ...] = ("author", "solver")
 # A provider option whose name looks like a credential is refused: keys come only from api_key_env.
 SECRET_PARAM = re.compile(r"(key|secret|password|token$|authorization|bearer|credential)", re.IGNORECASE)
 RESERVED_PARAMS = frozenset({"model", "messages", "api_base", "base_url", "api_key", "headers", "extra_headers",
-                             "stream", "n", "seed", "timeout"})
+                             "stream", "n", "seed", "timeout", "temperature", "max_tokens"})
 DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024
 # The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/project_files.py).
 DEFAULT_REGISTRY = project_file("models.yaml")
@@ -140,7 +140,12 @@ class ModelEntry(BaseModel):
             elif value is not None and not isinstance(value, (str, int, float, bool)):
                 raise ValueError(f"{where.rstrip('.')}: must be a plain JSON value, not {type(value).__name__}")
 
-        reserved = sorted(RESERVED_PARAMS & set(v))
+        extra_body = v.get("extra_body")
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise ValueError("extra_body: must be a mapping of request body fields")
+        # extra_body's fields land in the request body too: the same names are the engine's there
+        reserved = sorted(RESERVED_PARAMS & set(v)) + [f"extra_body.{k}" for k in sorted(RESERVED_PARAMS & set(
+            extra_body or {}))]
         if reserved:
             raise ValueError(f"{', '.join(reserved)} is set by the engine or the registry, not by params")
         walk(v, "")

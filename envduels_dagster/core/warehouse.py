@@ -39,7 +39,7 @@ SCHEMA = {
         stop_reason VARCHAR, turns INTEGER, max_turns INTEGER, format_errors INTEGER, final_reward DOUBLE,
         prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE, model_calls INTEGER,
         cached_calls INTEGER, retries INTEGER, retry_errors VARCHAR, error VARCHAR, transcript VARCHAR, is_self_pair BOOLEAN, solver_version VARCHAR,
-        materialized_at TIMESTAMP, sampling VARCHAR""",
+        materialized_at TIMESTAMP, sampling VARCHAR, reasoning_tokens BIGINT, finish_reasons VARCHAR""",
     # Per round (0 = original authoring, r = hardening round r), like every mart: rounds never pool. A warehouse
     # written before rounds gains the column (last, value 0) in place; readers and writers go by column name.
     "pair_lift": """
@@ -75,7 +75,8 @@ SCHEMA = {
 
 # Values given to rows written before a column existed (everything before rounds was round 0).
 # author_calls: every environment row is exactly one authoring or hardening call (its cost stays unknown).
-MIGRATION_DEFAULTS = {"round": "0", "author_calls": "1", "sampling": "'fixed'"}
+# reasoning_tokens: none were reported before they were counted (finish_reasons stays NULL: not kept then).
+MIGRATION_DEFAULTS = {"round": "0", "author_calls": "1", "sampling": "'fixed'", "reasoning_tokens": "0"}
 
 # Seed columns are UBIGINT (unsigned 64-bit, see protocol.Seed). Warehouses written before that held
 # INTEGER seeds: ensure_schema widens those columns in place, in one transaction, rows intact.
@@ -254,6 +255,7 @@ def episodes_frame(records, max_turns: dict[str, int], solver_version: str, now,
         row = r.model_dump()
         row["transcript"] = json.dumps(row["transcript"])
         row["retry_errors"] = ",".join(row["retry_errors"])
+        row["finish_reasons"] = json.dumps(row["finish_reasons"])
         row.update(is_self_pair=r.author == r.solver, max_turns=max_turns[r.env_id],
                    round=(rounds or {}).get(r.env_id, 0),
                    solver_version=solver_version, materialized_at=now)

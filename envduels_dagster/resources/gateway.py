@@ -5,7 +5,7 @@ import dagster as dg
 
 from envduels_dagster.core.budget import BudgetError, BudgetLedger, budget_from_env, caps_for, ledger_path_for
 from envduels_dagster.core.cache import open_call_cache
-from envduels_dagster.core.models import Gateway, RetryPolicy
+from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
 from envduels_dagster.core.registry import Registry, load_registry
 from envduels_dagster.settings import envduels_home
 
@@ -32,7 +32,8 @@ class GatewayResource(dg.ConfigurableResource):
             raise dg.Failure(f"budget: {exc}; no model was called and nothing was written") from None
         policy = RetryPolicy(max_attempts=self.max_attempts, timeout_s=self.timeout_s)
         return Gateway(registry, open_call_cache(self.cache_path), policy,
-                       sim_latency_s=self.simulated_latency_ms / 1000, ledger=ledger)
+                       sim_latency_s=self.simulated_latency_ms / 1000, ledger=ledger,
+                       limiter=open_limiter(self.cache_path))  # provider limits beside the cache: every run
 
     def ledger(self, registry: Registry) -> BudgetLedger | None:
         """The budget ledger beside the call cache, or None when no cap is set (nothing is then recorded)."""

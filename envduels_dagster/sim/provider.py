@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from envduels_dagster.core.models.types import BackendCall, BackendOptions, Completion
+from envduels_dagster.core.models.types import BackendCall, BackendOptions, BackendTraits, Completion
 from envduels_dagster.sim.model import SimulatedModel, estimate_usage
 from envduels_dagster.sim.profiles import PROFILES, is_known
 
@@ -34,6 +34,8 @@ def profile_for_model_string(model: str) -> str:
 
 class SimBackend:
     simulated: ClassVar[bool] = True
+    # no key, no retries (a deterministic in-process model fails the same way again), latency only imitated
+    traits: ClassVar[BackendTraits] = BackendTraits(needs_key=False, retries=False, imitates_latency=True)
 
     def __init__(self, options: BackendOptions):
         self._models: dict[str, SimulatedModel] = {}
@@ -64,7 +66,7 @@ class SimBackend:
             sim = self._models[entry.model] = SimulatedModel(profile_for_model_string(entry.model))
         text = sim.respond(call.messages, call.seed, call.request)
         prompt_tokens, completion_tokens = estimate_usage(call.messages, text)
-        return Completion(text, prompt_tokens, completion_tokens)
+        return Completion(text, prompt_tokens, completion_tokens, finish_reason="stop")
 
     async def aclose(self) -> None:
         return None

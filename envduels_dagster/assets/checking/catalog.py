@@ -21,7 +21,7 @@ from envduels_dagster.core.protocol import Condition, EpisodeStatus, StopReason
 STATUSES = list(get_args(EpisodeStatus))
 CONDITIONS = list(get_args(Condition))
 STOP_REASONS = list(get_args(StopReason))
-INCOMPLETE_STOP_REASONS = ["env_error", "llm_error", "stopped_at_budget"]
+INCOMPLETE_STOP_REASONS = ["env_error", "llm_error", "length", "stopped_at_budget"]
 
 
 class Catalog:

@@ -190,7 +190,13 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
     in ``writer``."""
     gate = gate if gate is not None else contextlib.nullcontext()
     from envduels_dagster.core.models import LLMError
-    from envduels_dagster.core.pair_play import AllCallsFailed, StoppedAtBudget, pair_summary, play_pair_with
+    from envduels_dagster.core.pair_play import (
+        AllCallsFailed,
+        StoppedAtBudget,
+        cut_replies,
+        pair_summary,
+        play_pair_with,
+    )
     from envduels_dagster.core.registry import RegistryError
     from envduels_dagster.core.warehouse import episodes_frame, replace_rows
 
@@ -228,6 +234,7 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
             "valid_envs": sum(e.valid for e in envs),
             "incomplete": int((df["status"] == "incomplete").sum()),
             **pair_summary(df),
+            **cut_replies(df, solver),
             "is_self_pair": author == solver,
             "cost_usd": float(df["cost_usd"].sum()),
             "retries": int(df["retries"].sum()),

@@ -3,7 +3,7 @@
 ``duel_episodes`` writes round 0; the co-evolution rounds' ``duel_episodes_r{r}`` write round
 r of the same table. ``make_episodes_checks`` builds the same suite for each.
 
-Incomplete episodes (env_error/llm_error) are infrastructure outcomes: they must be
+Incomplete episodes (env_error/llm_error/length/stopped_at_budget) are infrastructure outcomes: they must be
 marked as such here; that they are never counted in a statistic is checked on
 ``pair_lift`` (its ``n_matched``/``n_incomplete``/``lift`` are recomputed from these rows).
 """
@@ -41,8 +41,8 @@ CHECKS = {
                          "(a failure stops the run, so no mart is built on unpaired or duplicated rows).",
     "seeds_covered": "Every valid environment x benchmark seed of the author was played (with adaptive sampling on, "
                      "the seeds it settled early are reported here by design).",
-    "incomplete_episodes_flagged": "Incomplete episodes, and only they, stop with env_error/llm_error and carry "
-                                   "an error message.",
+    "incomplete_episodes_flagged": "Incomplete episodes, and only they, stop with env_error/llm_error/length/"
+                                   "stopped_at_budget and carry an error message.",
     "no_secrets_in_transcripts": "No API keys or other secret-looking strings in transcripts or errors "
                                  "(including the value of any registry api_key_env variable).",
 }
@@ -123,10 +123,10 @@ def load_frames(conn, author: str, solver: str, round_: int = 0) -> list[Frame]:
              "one episode per (env, solver, seed, condition)"),
         Rule("incomplete_episodes_flagged", "ExpectColumnValuesToBeInSet",
              {"column": "stop_reason", "value_set": INCOMPLETE_STOP_REASONS},
-             "incomplete episodes stop with env_error or llm_error", where=incomplete),
+             "incomplete episodes stop with env_error, llm_error, length or stopped_at_budget", where=incomplete),
         Rule("incomplete_episodes_flagged", "ExpectColumnValuesToBeInSet",
              {"column": "status", "value_set": ["incomplete"]},
-             "episodes stopped by env_error/llm_error are marked incomplete (never counted as failures)",
+             "episodes stopped by env_error/llm_error/length/stopped_at_budget are marked incomplete (never counted as failures)",
              where=(("stop_reason", "in", INCOMPLETE_STOP_REASONS),)),
         Rule("incomplete_episodes_flagged", "ExpectColumnValuesToBeBetween",
              {"column": "error_chars", "min_value": 1}, "incomplete episodes carry an error message", where=incomplete),

@@ -12,7 +12,8 @@ from envduels_dagster.core.models.contract import (
     SolveRequest,
 )
 from envduels_dagster.core.models.errors import MalformedResponse, classify_exception
-from envduels_dagster.core.models.gateway import Gateway, GatewayStats, RateLimiter, run_and_close
+from envduels_dagster.core.models.gateway import Gateway, GatewayStats, run_and_close
+from envduels_dagster.core.models.limits import MemoryLimiter, ProviderLimiter, open_limiter
 from envduels_dagster.core.models.providers import UnknownProviderError
 from envduels_dagster.core.models.types import (
     FATAL,
@@ -31,6 +32,6 @@ from envduels_dagster.core.models.types import (
 __all__ = [
     "FATAL", "RETRYABLE", "AuthorRequest", "BackendCall", "BackendError", "BackendOptions", "ChatBackend",
     "ChatGateway", "ChatResponse", "Completion", "Gateway", "GatewayStats", "HardenRequest", "LLMError",
-    "MalformedResponse", "PeerRates", "Prompt", "RateLimiter", "RetryPolicy", "SolveRequest",
-    "UnknownProviderError", "classify_exception", "run_and_close",
+    "MalformedResponse", "MemoryLimiter", "PeerRates", "Prompt", "ProviderLimiter", "RetryPolicy", "SolveRequest",
+    "UnknownProviderError", "classify_exception", "open_limiter", "run_and_close",
 ]

@@ -24,6 +24,9 @@ import aiohttp
 import orjson
 
 from envduels_dagster.core.models.errors import retry_after_seconds
+from envduels_dagster.core.models.types import Completion
+
+DEFAULT_LIMIT = 8 * 1024 * 1024  # the registry's default max_reply_bytes
 
 
 class HTTPStatusError(Exception):
@@ -37,30 +40,49 @@ class MalformedBody(Exception):
     pass
 
 
-def parse_completion(status: int, retry_after: str | None, raw: bytes) -> tuple[str, int, int]:
-    """(text, prompt_tokens, completion_tokens) from a chat-completions response, or the error it means."""
+def parse_reply(status: int, retry_after: str | None, raw: bytes) -> Completion:
+    """The completion a chat-completions response holds, or the error it means."""
     if status != 200:
         raise HTTPStatusError(status, raw[:300].decode(errors="replace"), retry_after_seconds(retry_after))
     try:
         data = orjson.loads(raw)
-        text = data["choices"][0]["message"]["content"]
+        choice = data["choices"][0]
+        text = choice["message"]["content"]
         usage = data["usage"]
         tokens = usage["prompt_tokens"], usage["completion_tokens"]
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
+        details = usage.get("completion_tokens_details") or {}
+        reasoning = details.get("reasoning_tokens") or 0
+        finish = choice.get("finish_reason")
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise MalformedBody(f"unreadable completion body: {type(exc).__name__}") from None
     # Found by tests/flows/test_fuzz_inputs.py: a null content (a tool-call reply) or float/bool token counts
     # used to pass through as a reply of None or truncated counts.
     if not isinstance(text, str):
         raise MalformedBody(f"unreadable completion body: message content is {type(text).__name__}, not text")
-    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
-        raise MalformedBody(f"unreadable completion body: usage token counts {tokens!r} are not counts")
-    return text, tokens[0], tokens[1]
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in (*tokens, reasoning)):
+        raise MalformedBody(f"unreadable completion body: usage token counts {(*tokens, reasoning)!r} are not counts")
+    if finish is not None and not isinstance(finish, str):
+        raise MalformedBody(f"unreadable completion body: finish_reason is {type(finish).__name__}, not text")
+    return Completion(text, tokens[0], tokens[1], None, min(reasoning, tokens[1]), finish)
+
+
+def parse_completion(status: int, retry_after: str | None, raw: bytes) -> tuple[str, int, int]:
+    """(text, prompt_tokens, completion_tokens) from a chat-completions response, or the error it means."""
+    reply = parse_reply(status, retry_after, raw)
+    return reply.text, reply.prompt_tokens, reply.completion_tokens
 
 
 def request_body(model: str, messages, temperature: float, max_tokens: int, seed: int | None,
-                 extra: dict[str, Any] | None) -> bytes:
-    """The chat-completions body. ``extra``: the typed request, for envduels serve-sim endpoints only."""
-    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+                 extra: dict[str, Any] | None, params: dict[str, Any] | None = None) -> bytes:
+    """The chat-completions body. ``extra``: the typed request, for envduels serve-sim endpoints only.
+    ``params``: the registry's provider options, as body fields (an ``extra_body`` mapping is merged in,
+    as the OpenAI SDK does)."""
+    body: dict[str, Any] = {}
+    if params:  # first: what the engine sets below always wins (the registry refuses those names anyway)
+        options = dict(params)
+        body.update(options.pop("extra_body", None) or {})
+        body.update(options)
+    body.update(model=model, messages=messages, temperature=temperature, max_tokens=max_tokens)
     if seed is not None:
         body["seed"] = seed
     if extra is not None:
@@ -68,6 +90,28 @@ def request_body(model: str, messages, temperature: float, max_tokens: int, seed
 
         body[WIRE_FIELD] = extra
     return orjson.dumps(body)
+
+
+def too_large(limit: int, seen: int | None = None) -> MalformedBody:
+    size = f" ({seen} bytes and more)" if seen is not None else ""
+    return MalformedBody(f"reply body over max_reply_bytes = {limit}{size}: refused unread (raise max_reply_bytes "
+                         "if the provider really sends such replies)")
+
+
+def inflate(raw: bytes, encoding: str, limit: int) -> bytes:
+    """``raw`` decompressed (gzip or deflate), never beyond ``limit`` bytes: a gzip bomb stops at the cap."""
+    if encoding not in ("gzip", "deflate"):
+        return raw
+    import zlib
+
+    inflater = zlib.decompressobj(47)  # gzip or zlib header, detected
+    try:
+        out = inflater.decompress(raw, limit + 1)
+    except zlib.error:
+        raise MalformedBody("undecodable compressed body") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise too_large(limit, len(out))
+    return out
 
 
 def proxy_for(url: str) -> str | None:
@@ -113,18 +157,27 @@ class FastClient:
         return self._session
 
     async def chat(self, api_base: str, model: str, messages, *, api_key: str | None, temperature: float,
-                   max_tokens: int, seed: int | None, timeout_s: float,
-                   extra: dict[str, Any] | None = None) -> tuple[str, int, int]:
-        """(text, prompt_tokens, completion_tokens); raises HTTPStatusError, MalformedBody, timeouts, OSError."""
-        data = request_body(model, messages, temperature, max_tokens, seed, extra)
+                   max_tokens: int, seed: int | None, timeout_s: float, extra: dict[str, Any] | None = None,
+                   params: dict[str, Any] | None = None, max_reply_bytes: int = DEFAULT_LIMIT) -> Completion:
+        """The completion; raises HTTPStatusError, MalformedBody (also for a body over ``max_reply_bytes``,
+        raw or decompressed, refused before it is read whole), timeouts, OSError."""
+        data = request_body(model, messages, temperature, max_tokens, seed, extra, params)
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'no-key'}"}
         url = api_base.rstrip("/") + "/chat/completions"
         session = self._get_session()
         async with asyncio.timeout(timeout_s):
             async with session.post(url, data=data, headers=headers) as resp:
-                raw = await resp.read()
+                if (resp.content_length or 0) > max_reply_bytes:
+                    raise too_large(max_reply_bytes, resp.content_length)
+                chunks, size = [], 0
+                async for chunk in resp.content.iter_any():  # decompressed chunk by chunk (auto_decompress)
+                    size += len(chunk)
+                    if size > max_reply_bytes:
+                        raise too_large(max_reply_bytes, size)
+                    chunks.append(chunk)
+                raw = b"".join(chunks)
                 status, retry_after = resp.status, resp.headers.get("Retry-After")
-        return parse_completion(status, retry_after, raw)
+        return parse_reply(status, retry_after, raw)
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -149,6 +202,8 @@ class _H1Connection(asyncio.Protocol):
     def __init__(self) -> None:
         import httptools
 
+        self.limit = DEFAULT_LIMIT  # the largest body accepted (set per request)
+        self._size = 0
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._parser = httptools.HttpResponseParser(self)
@@ -181,9 +236,22 @@ class _H1Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._keep_alive = self._parser.should_keep_alive()  # llhttp forgets it once the message ends
+        length = self._headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.limit:  # refused before a byte of the body is read
+            self._refuse(int(length))
 
     def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self.limit:
+            self._refuse(self._size)
+            return
         self._body.append(body)
+
+    def _refuse(self, seen: int) -> None:
+        """A body over the limit: fail the request and drop the connection (the rest is never read)."""
+        self._fail(too_large(self.limit, seen))
+        self._body = []
+        self.close()
 
     def on_message_complete(self) -> None:
         self._complete = True
@@ -196,8 +264,9 @@ class _H1Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
 
-    async def request(self, head: bytes, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    async def request(self, head: bytes, body: bytes, limit: int = DEFAULT_LIMIT) -> tuple[int, dict[str, str], bytes]:
         self._headers, self._body, self._complete, self._keep_alive = {}, [], False, False
+        self.limit, self._size = limit, 0
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(head + body)
         return await self._waiter
@@ -244,16 +313,17 @@ class H1Client(FastClient):
         return conn
 
     async def chat(self, api_base: str, model: str, messages, *, api_key: str | None, temperature: float,
-                   max_tokens: int, seed: int | None, timeout_s: float,
-                   extra: dict[str, Any] | None = None) -> tuple[str, int, int]:
+                   max_tokens: int, seed: int | None, timeout_s: float, extra: dict[str, Any] | None = None,
+                   params: dict[str, Any] | None = None, max_reply_bytes: int = DEFAULT_LIMIT) -> Completion:
         scheme, host, port, path, host_header, proxied = self._target(api_base)
         if proxied:  # proxies (CONNECT tunnels, absolute-form requests) are aiohttp's job
             return await super().chat(api_base, model, messages, api_key=api_key, temperature=temperature,
-                                      max_tokens=max_tokens, seed=seed, timeout_s=timeout_s, extra=extra)
+                                      max_tokens=max_tokens, seed=seed, timeout_s=timeout_s, extra=extra,
+                                      params=params, max_reply_bytes=max_reply_bytes)
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # connections belong to the loop that opened them
             self._idle, self._loop = {}, loop
-        data = request_body(model, messages, temperature, max_tokens, seed, extra)
+        data = request_body(model, messages, temperature, max_tokens, seed, extra, params)
         head = (f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: envduels\r\n"
                 f"Content-Type: application/json\r\nAuthorization: Bearer {api_key or 'no-key'}\r\n"
                 f"Content-Length: {len(data)}\r\n\r\n").encode("latin-1")
@@ -266,7 +336,7 @@ class H1Client(FastClient):
                     conn = None if candidate.closed else candidate
                 if conn is None:
                     conn = await self._connect(scheme, host, port)
-                status, headers, raw = await conn.request(head, data)
+                status, headers, raw = await conn.request(head, data, max_reply_bytes)
         except BaseException:
             if conn is not None:
                 conn.close()  # an unfinished exchange: the connection cannot be reused
@@ -275,15 +345,8 @@ class H1Client(FastClient):
             idle.append(conn)
         else:
             conn.close()
-        encoding = headers.get("content-encoding", "identity").lower()
-        if encoding in ("gzip", "deflate"):
-            import zlib
-
-            try:
-                raw = zlib.decompress(raw, 47)  # gzip or zlib header, detected
-            except zlib.error:
-                raise MalformedBody("undecodable compressed body") from None
-        return parse_completion(status, headers.get("retry-after"), raw)
+        raw = inflate(raw, headers.get("content-encoding", "identity").lower(), max_reply_bytes)
+        return parse_reply(status, headers.get("retry-after"), raw)
 
     async def aclose(self) -> None:
         for conns in self._idle.values():

@@ -19,13 +19,18 @@ from dataclasses import dataclass, field
 
 from envduels_dagster.core.cache import CallCache, request_key
 from envduels_dagster.core.models.errors import classify_exception, safe_message
+from envduels_dagster.core.models.limits import MemoryLimiter, ProviderLimiter
 from envduels_dagster.core.models.providers import UnknownProviderError, backend_class, backend_name
 from envduels_dagster.core.models.types import (
+    REMOTE,
     RETRYABLE,
     BackendCall,
+    BackendError,
     BackendOptions,
+    BackendTraits,
     ChatBackend,
     ChatResponse,
+    Completion,
     LLMError,
     Request,
     RetryPolicy,
@@ -44,7 +49,8 @@ class GatewayStats:
 
 class Gateway:
     def __init__(self, registry: Registry, cache: CallCache | None = None, policy: RetryPolicy | None = None,
-                 sim_latency_s: float = 0.0, litellm_processes: int | None = None, ledger=None):
+                 sim_latency_s: float = 0.0, litellm_processes: int | None = None, ledger=None,
+                 limiter: ProviderLimiter | None = None):
         self.registry = registry
         # core/budget.BudgetLedger or None: consulted before every call that costs money (a cache miss of a
         # priced model) when a cap is set; a call that would pass a cap raises BudgetExhausted, unmade.
@@ -56,10 +62,13 @@ class Gateway:
         self.litellm_processes = max(0, litellm_processes)
         self.cache = cache
         self.policy = policy or RetryPolicy()
-        self.sim_latency_s = sim_latency_s  # makes simulated models behave like slow providers (demos, tests)
+        self.sim_latency_s = sim_latency_s  # makes in-process models behave like slow providers (demos, tests)
+        # Requests/tokens per minute and 429 holds, per pool, shared with every gateway opening the same
+        # storage (limits.py); memory when none is given (one gateway's calls only).
+        self.limiter: ProviderLimiter = limiter if limiter is not None else MemoryLimiter()
         self.stats = GatewayStats()
         self._pools: dict[str, asyncio.Semaphore] = {}
-        self._limiters: dict[str, RateLimiter] = {}
+        self._held: set[str] = set()  # pools a 429 held: consulted from then on even without rpm/tpm
         self._backends: dict[str, ChatBackend] = {}
         self._routes: dict[str, str] = {}  # model name -> backend name
 
@@ -67,15 +76,30 @@ class Gateway:
         if entry.provider not in self._pools:
             # one pool per provider for every pair the run plays at once (issue 35)
             self._pools[entry.provider] = asyncio.Semaphore(entry.max_in_flight or entry.max_concurrency)
-            if entry.requests_per_minute:
-                self._limiters[entry.provider] = RateLimiter(entry.requests_per_minute)
         return self._pools[entry.provider]
 
-    async def _admit(self, entry: ModelEntry) -> None:
-        """Wait for the pool's rate limiter, if the registry sets one."""
-        limiter = self._limiters.get(entry.provider)
-        if limiter is not None:
-            await limiter.acquire()
+    async def _admit(self, entry: ModelEntry, tokens: int) -> bool:
+        """Wait for the pool's slot in the shared schedule, if the registry sets limits or a 429 held the pool.
+
+        Returns whether a reservation was made (its tokens are settled after the reply)."""
+        if not (entry.requests_per_minute or entry.tokens_per_minute or entry.provider in self._held):
+            return False
+        slot = 60.0 / entry.requests_per_minute if entry.requests_per_minute else 0.0
+        for _ in range(LATE_RESERVATIONS):
+            wait = self.limiter.reserve(entry.provider, entry.requests_per_minute, entry.tokens_per_minute, tokens)
+            due = time.monotonic() + wait
+            if wait > 0:
+                await asyncio.sleep(wait)
+            # Woken more than a slot late (a starved event loop): going now would bunch with the calls due
+            # after ours, a burst the provider answers with 429s. Give the slot up and take the next free one.
+            if time.monotonic() - due <= max(LATE_TOLERANCE_S, slot):
+                break
+        return True
+
+    def _hold(self, entry: ModelEntry, seconds: float) -> None:
+        """A 429: no call of the pool starts for ``seconds``, in this gateway or any other sharing the limiter."""
+        self._held.add(entry.provider)
+        self.limiter.hold(entry.provider, seconds)
 
     def backend(self, entry: ModelEntry) -> ChatBackend:
         """The backend instance serving ``entry`` (one per backend and gateway)."""
@@ -95,6 +119,10 @@ class Gateway:
             backend = self._backends[name] = backend_class(name)(BackendOptions(self.litellm_processes))
         return backend
 
+    def timeout_s(self, entry: ModelEntry) -> float:
+        """The call timeout: the entry's own ``timeout_s`` when the registry sets it, else the policy's."""
+        return entry.timeout_s if "timeout_s" in entry.model_fields_set else self.policy.timeout_s
+
     async def chat(self, model_name: str, messages: list[dict[str, str]], *, seed: int | None = None,
                    request: Request | None = None) -> ChatResponse:
         """One call. ``request``: the typed request the messages express (defaults to ``messages.request``
@@ -103,10 +131,11 @@ class Gateway:
         if request is None:
             request = getattr(messages, "request", None)
         messages = list(messages)  # a plain list: what providers receive and what the cache key hashes
-        key = request_key({
-            "model": entry.model, "api_base": entry.api_base, "version": entry.version,
-            "temperature": entry.temperature, "max_tokens": entry.max_tokens, "seed": seed, "messages": messages,
-        })
+        fields = {"model": entry.model, "api_base": entry.api_base, "version": entry.version,
+                  "temperature": entry.temperature, "max_tokens": entry.max_tokens, "seed": seed, "messages": messages}
+        if entry.params:  # only when set: the keys of calls without params stay as they were
+            fields["params"] = entry.params
+        key = request_key(fields)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.stats.cache_hits[model_name] += 1
             return ChatResponse(**{**hit, "cached": True, "latency_s": 0.0, "cost_usd": 0.0, "attempts": 0,
@@ -120,35 +149,37 @@ class Gateway:
                 self.ledger.release(held)
             raise
         if held is not None:
-            self.ledger.settle(held, entry.cost(response.prompt_tokens, response.completion_tokens),
+            self.ledger.settle(held, entry.cost(response.prompt_tokens, response.completion_tokens,
+                                                response.reasoning_tokens),
                                response.prompt_tokens, response.completion_tokens)
         self.stats.backend_calls[model_name] += 1
         if self.cache is not None:
-            self.cache.put(key, entry.model, response.model_dump(include={"text", "prompt_tokens", "completion_tokens"}))
+            self.cache.put(key, entry.model, response.model_dump(include=CACHED_FIELDS, exclude_defaults=True)
+                           | {"text": response.text})
         return response
 
     async def _call(self, entry: ModelEntry, backend: ChatBackend, messages: list[dict[str, str]], seed: int | None,
                     request: Request | None) -> ChatResponse:
-        """The call itself (no cache, no ledger): in-process for simulated backends, else with retries."""
-        if backend.simulated:
-            if self.sim_latency_s or entry.requests_per_minute:
-                async with self._pool(entry):
-                    await self._admit(entry)
-                    await asyncio.sleep(self.sim_latency_s)
-            call = BackendCall(messages, seed, entry.temperature, entry.max_tokens, request)
-            t0 = time.perf_counter()
-            done = await backend.complete(entry, call)
-            return self._response(entry, done, time.perf_counter() - t0, 1, [])
-        api_key = self.registry.api_key(entry.name)  # RegistryError if the variable is unset
-        call = BackendCall(messages, seed, entry.temperature, entry.max_tokens, request, api_key,
-                           self.policy.timeout_s)
+        """The call itself (no cache, no ledger), with the retries and limits the backend's traits ask for."""
+        traits = getattr(backend, "traits", REMOTE)
+        api_key = self.registry.api_key(entry.name) if traits.needs_key else None  # RegistryError if unset
+        call = BackendCall(messages, seed, entry.temperature, entry.max_tokens, request, api_key, self.timeout_s(entry))
+        if traits.imitates_latency and not (self.sim_latency_s or entry.requests_per_minute
+                                            or entry.tokens_per_minute):
+            return await self._with_retries(entry, backend, call, traits)  # no pool to imitate, none to hold
         async with self._pool(entry):
-            return await self._with_retries(entry, backend, call)
+            return await self._with_retries(entry, backend, call, traits)
 
     @staticmethod
-    def _response(entry: ModelEntry, done, latency_s: float, attempts: int, errors: list[str]) -> ChatResponse:
-        cost = done.cost_usd if done.cost_usd is not None else entry.cost(done.prompt_tokens, done.completion_tokens)
+    def _response(entry: ModelEntry, done: Completion, latency_s: float, attempts: int,
+                  errors: list[str]) -> ChatResponse:
+        # The backend's price (litellm's map) unless the registry prices reasoning apart, which litellm cannot.
+        if done.cost_usd is not None and entry.reasoning_cost_per_mtok is None:
+            cost = done.cost_usd
+        else:
+            cost = entry.cost(done.prompt_tokens, done.completion_tokens, done.reasoning_tokens)
         return ChatResponse(text=done.text, prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
+                            reasoning_tokens=done.reasoning_tokens, finish_reason=done.finish_reason,
                             cost_usd=cost, latency_s=latency_s, attempts=attempts, retried_errors=errors)
 
     async def aclose(self) -> None:
@@ -159,45 +190,55 @@ class Gateway:
         for backend in backends:
             await backend.aclose()
 
-    async def _with_retries(self, entry: ModelEntry, backend: ChatBackend, call: BackendCall) -> ChatResponse:
+    async def _with_retries(self, entry: ModelEntry, backend: ChatBackend, call: BackendCall,
+                            traits: BackendTraits) -> ChatResponse:
         policy = self.policy
+        max_attempts = policy.max_attempts if traits.retries else 1
+        estimate = prompt_token_estimate(call.messages)
         errors: list[str] = []
-        for attempt in range(1, policy.max_attempts + 1):
-            await self._admit(entry)
+        for attempt in range(1, max_attempts + 1):
+            reserved = await self._admit(entry, estimate)
+            if traits.imitates_latency and self.sim_latency_s:
+                await asyncio.sleep(self.sim_latency_s)
             t0 = time.perf_counter()
             try:
                 done = await backend.complete(entry, call)
             except Exception as exc:  # noqa: BLE001 - classified below
+                if not traits.retries and not isinstance(exc, BackendError):
+                    raise  # an in-process model's bug is a bug, not a provider failure
                 error_class, retry_after = classify_exception(exc)
                 self.stats.errors[error_class] += 1
                 errors.append(error_class)
-                if error_class not in RETRYABLE or attempt == policy.max_attempts:
+                if error_class not in RETRYABLE or attempt == max_attempts:
+                    if error_class == "rate_limit":
+                        self._hold(entry, min(retry_after or policy.base_delay_s, policy.max_delay_s))
                     raise LLMError(error_class, safe_message(exc, call.api_key), attempt, errors[:-1]) from None
                 delay = min(policy.max_delay_s, policy.base_delay_s * 2 ** (attempt - 1))
                 delay *= 1 + random.uniform(-policy.jitter, policy.jitter)
                 if retry_after is not None:
                     delay = max(delay, min(retry_after, policy.max_delay_s))
+                if error_class == "rate_limit":  # the account is over its limit: hold every call of the pool
+                    self._hold(entry, delay)
                 await asyncio.sleep(delay)
                 continue
+            if reserved and entry.tokens_per_minute:
+                used = done.prompt_tokens + done.completion_tokens
+                if used != estimate:
+                    self.limiter.settle(entry.provider, entry.tokens_per_minute, used - estimate)
             return self._response(entry, done, time.perf_counter() - t0, attempt, errors)
         raise AssertionError("unreachable")
 
 
-class RateLimiter:
-    """Spaces requests evenly at ``per_minute``: a provider's limit holds however many tasks wait."""
+LATE_RESERVATIONS = 3  # a call woken late gives its slot up at most this often, then goes
+LATE_TOLERANCE_S = 0.05
 
-    def __init__(self, per_minute: float):
-        self.interval = 60.0 / per_minute
-        self._next = 0.0
-        self._lock = asyncio.Lock()
+# What the call cache keeps of a response (the rest is per call: latency, attempts, cost of a hit is 0).
+CACHED_FIELDS = {"text", "prompt_tokens", "completion_tokens", "reasoning_tokens", "finish_reason"}
 
-    async def acquire(self) -> None:
-        async with self._lock:
-            now = time.monotonic()
-            wait = self._next - now
-            self._next = max(now, self._next) + self.interval
-        if wait > 0:
-            await asyncio.sleep(wait)
+
+def prompt_token_estimate(messages: list[dict[str, str]]) -> int:
+    """The prompt's tokens before the provider counts them (~4 characters a token), for the token schedule."""
+    return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4 * len(messages)
 
 
 async def run_and_close(gateway: Gateway, coro):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from envduels_dagster.core.models.litellm_call import wire_request
-from envduels_dagster.core.models.types import BackendCall, BackendOptions, Completion
+from envduels_dagster.core.models.types import REMOTE, BackendCall, BackendOptions, BackendTraits, Completion
 
 if TYPE_CHECKING:
     from envduels_dagster.core.models.fast_client import FastClient
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 class LeanHTTPBackend:
     simulated: ClassVar[bool] = False
+    traits: ClassVar[BackendTraits] = REMOTE
 
     def __init__(self, options: BackendOptions):
         self._client: FastClient | None = None
@@ -32,11 +33,10 @@ class LeanHTTPBackend:
 
     async def complete(self, entry: ModelEntry, call: BackendCall) -> Completion:
         assert entry.api_base is not None  # uses_fast_client requires it
-        text, pt, ct = await self._get_client().chat(
+        return await self._get_client().chat(
             entry.api_base, entry.model.split("/", 1)[1], call.messages, api_key=call.api_key,
             temperature=call.temperature, max_tokens=call.max_tokens, seed=call.seed, timeout_s=call.timeout_s,
-            extra=wire_request(entry, call))
-        return Completion(text, pt, ct, None)
+            extra=wire_request(entry, call), params=entry.params, max_reply_bytes=entry.max_reply_bytes)
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 # The call itself lives in litellm_call (shared with the worker processes); its names stay importable here.
 from envduels_dagster.core.models.litellm_call import litellm_call, litellm_module, wire_request
-from envduels_dagster.core.models.types import BackendCall, BackendOptions, Completion
+from envduels_dagster.core.models.types import REMOTE, BackendCall, BackendOptions, BackendTraits, Completion
 
 if TYPE_CHECKING:
     from envduels_dagster.core.models.litellm_workers import LitellmWorkers
@@ -25,6 +25,7 @@ class LitellmBackend:
     """litellm in this process, or in ``options.litellm_processes`` worker processes."""
 
     simulated: ClassVar[bool] = False
+    traits: ClassVar[BackendTraits] = REMOTE
 
     def __init__(self, options: BackendOptions):
         self.processes = max(0, options.litellm_processes)
@@ -42,12 +43,9 @@ class LitellmBackend:
     async def complete(self, entry: ModelEntry, call: BackendCall) -> Completion:
         request = wire_request(entry, call)
         if self.processes:
-            text, pt, ct, cost = await self.workers().call(entry, call.messages, call.seed, call.api_key,
-                                                          call.timeout_s, request)
-        else:
-            text, pt, ct, cost = await litellm_call(entry, call.messages, call.seed, call.api_key, call.timeout_s,
-                                                    self._unpriced, request)
-        return Completion(text, pt, ct, cost)
+            return await self.workers().call(entry, call.messages, call.seed, call.api_key, call.timeout_s, request)
+        return await litellm_call(entry, call.messages, call.seed, call.api_key, call.timeout_s, self._unpriced,
+                                  request)
 
     async def aclose(self) -> None:
         if self._workers is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from envduels_dagster.core.models.contract import WIRE_FIELD, to_wire
 from envduels_dagster.core.models.errors import MalformedResponse
-from envduels_dagster.core.models.types import BackendCall
+from envduels_dagster.core.models.types import BackendCall, Completion
 
 if TYPE_CHECKING:
     from envduels_dagster.core.registry import ModelEntry
@@ -24,6 +24,9 @@ def litellm_module():
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    from envduels_dagster.core.models.bounded import install_for_litellm
+
+    install_for_litellm()  # replies over max_reply_bytes are refused unread (bounded.py)
     return litellm
 
 
@@ -35,18 +38,22 @@ def wire_request(entry: ModelEntry, call: BackendCall) -> dict[str, Any] | None:
 
 
 async def litellm_call(entry: ModelEntry, messages, seed, api_key, timeout_s, unpriced: set[str] | None = None,
-                       request: dict[str, Any] | None = None) -> tuple[str, int, int, float | None]:
-    """One litellm call -> (text, prompt_tokens, completion_tokens, cost or None for the registry's prices).
+                       request: dict[str, Any] | None = None) -> Completion:
+    """One litellm call -> the completion (cost None: priced with the registry's prices).
 
     Cost: litellm prices every response itself (``_hidden_params["response_cost"]``); we read
     that instead of pricing it a second time. Where the registry gives prices, or litellm's
     price map turned out not to know the model (``unpriced``), we pass explicit per-token
     prices so that litellm skips its price-map search (~1 ms of CPU per call for unknown models).
     ``request``: the wire form of the typed request (serve-sim endpoints only), sent as an extra body field.
+    ``entry.params`` go to litellm as given (provider options: reasoning_effort, thinking, top_p, extra_body).
     """
+    from envduels_dagster.core.models.bounded import REPLY_CAP
+
     litellm = litellm_module()
-    kwargs: dict[str, Any] = dict(model=entry.model, messages=messages, temperature=entry.temperature,
-                                  max_tokens=entry.max_tokens, timeout=timeout_s, max_retries=0)
+    kwargs: dict[str, Any] = dict(entry.params)
+    kwargs.update(model=entry.model, messages=messages, temperature=entry.temperature,
+                  max_tokens=entry.max_tokens, timeout=timeout_s, max_retries=0)
     registry_priced = bool(entry.input_cost_per_mtok or entry.output_cost_per_mtok)
     if registry_priced or (unpriced is not None and entry.model in unpriced):
         kwargs["input_cost_per_token"] = entry.input_cost_per_mtok / 1e6
@@ -60,12 +67,25 @@ async def litellm_call(entry: ModelEntry, messages, seed, api_key, timeout_s, un
     if seed is not None:
         kwargs["seed"] = seed
     if request is not None:
-        kwargs["extra_body"] = {WIRE_FIELD: request}
-    response = await litellm.acompletion(**kwargs)
+        kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), WIRE_FIELD: request}
+    box: dict[str, Any] = {"limit": entry.max_reply_bytes, "refused": None}
+    token = REPLY_CAP.set(box)
     try:
-        text = response.choices[0].message.content
+        response = await litellm.acompletion(**kwargs)
+    except Exception:
+        if box["refused"]:  # the SDK reports our refusal as a connection error: it is a malformed reply
+            raise MalformedResponse(box["refused"]) from None
+        raise
+    finally:
+        REPLY_CAP.reset(token)
+    try:
+        choice = response.choices[0]
+        text = choice.message.content
         usage = response.usage
         pt, ct = int(usage.prompt_tokens), int(usage.completion_tokens)
+        details = getattr(usage, "completion_tokens_details", None)
+        rt = int(getattr(details, "reasoning_tokens", None) or 0)
+        finish = getattr(choice, "finish_reason", None)
     except (AttributeError, IndexError, TypeError, ValueError) as exc:
         raise MalformedResponse(f"response lacks content or usage: {exc}") from None
     if not isinstance(text, str):
@@ -85,4 +105,4 @@ async def litellm_call(entry: ModelEntry, messages, seed, api_key, timeout_s, un
                 cost = None
                 if unpriced is not None:
                     unpriced.add(entry.model)
-    return text, pt, ct, cost
+    return Completion(text, pt, ct, cost, max(0, min(rt, ct)), finish if isinstance(finish, str) else None)

@@ -8,12 +8,13 @@ calls in flight against a 0.5 s provider need (128/s). Set ENVDUELS_LITELLM_PROC
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
 
 from envduels_dagster.core.models.errors import classify_exception, safe_message
 from envduels_dagster.core.models.litellm_call import litellm_call, litellm_module
-from envduels_dagster.core.models.types import BackendError
+from envduels_dagster.core.models.types import BackendError, Completion
 from envduels_dagster.core.registry import ModelEntry
 
 # Kept for callers of the old name (a call failed in a worker, classified there).
@@ -84,7 +85,7 @@ class LitellmWorkers:
                 if "error" in reply:
                     pending[1].set_exception(BackendError(*reply["error"]))
                 else:
-                    pending[1].set_result(tuple(reply["ok"]))
+                    pending[1].set_result(Completion(*reply["ok"]))
         finally:
             for call_id, (owner, fut) in list(self._pending.items()):
                 if owner == i:
@@ -150,7 +151,7 @@ def worker_main() -> None:
                 entry = ModelEntry(**req["entry"])
                 result = await litellm_call(entry, req["messages"], req["seed"], api_key, req["timeout_s"], unpriced,
                                              req.get("request"))
-                reply = {"id": req["id"], "ok": list(result)}
+                reply = {"id": req["id"], "ok": list(dataclasses.astuple(result))}
             except Exception as exc:  # noqa: BLE001 - classified here, raised again in the parent
                 error_class, retry_after = classify_exception(exc)
                 reply = {"id": req["id"], "error": [error_class, retry_after, safe_message(exc, api_key)]}

@@ -62,6 +62,9 @@ class ChatResponse(BaseModel):
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0  # the part of completion_tokens spent reasoning (reasoning models; 0 otherwise)
+    # Why the provider stopped: "stop", "length" (cut at max_tokens), ... ; None when the provider did not say.
+    finish_reason: str | None = None
     cost_usd: float = 0.0
     latency_s: float = 0.0
     attempts: int = 1
@@ -88,6 +91,26 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float | None = None  # None: priced with the registry's per-token prices
+    reasoning_tokens: int = 0
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class BackendTraits:
+    """What a backend needs from the gateway; the gateway reads these and never asks which backend it is.
+
+    ``needs_key``: read the entry's ``api_key_env`` (a missing variable fails the call). ``retries``: run the
+    gateway's retry policy (False: one attempt; a remote provider's transient errors are worth retrying, an
+    in-process model's are not). ``imitates_latency``: the gateway's ``sim_latency_s`` applies (a pool slot and a
+    sleep before the call, so an in-process model behaves like a slow remote one in demos and resume tests).
+    """
+
+    needs_key: bool = True
+    retries: bool = True
+    imitates_latency: bool = False
+
+
+REMOTE = BackendTraits()
 
 
 @dataclass(frozen=True)
@@ -98,8 +121,10 @@ class BackendOptions:
 class ChatBackend(Protocol):
     """A way to reach models. Raise ``BackendError`` or any exception ``classify_exception`` maps."""
 
-    #: in-process simulated models: no key, no retries, a pool only to imitate a provider's latency
+    #: in-process simulated models (the registry's ``simulated`` column); the gateway reads ``traits`` instead
     simulated: ClassVar[bool]
+    #: what the backend needs from the gateway (key, retries, imitated latency)
+    traits: ClassVar[BackendTraits]
 
     def __init__(self, options: BackendOptions) -> None: ...
 

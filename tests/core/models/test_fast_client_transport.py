@@ -51,8 +51,9 @@ def make_client(transport: str) -> FastClient:
 
 
 async def chat(client: FastClient, base: str, timeout_s: float = 5.0):
-    return await client.chat(base, "m", [{"role": "user", "content": "hi"}], api_key=None, temperature=0.0,
-                             max_tokens=8, seed=1, timeout_s=timeout_s)
+    reply = await client.chat(base, "m", [{"role": "user", "content": "hi"}], api_key=None, temperature=0.0,
+                              max_tokens=8, seed=1, timeout_s=timeout_s)
+    return reply.text, reply.prompt_tokens, reply.completion_tokens
 
 
 @pytest.fixture(scope="module")
