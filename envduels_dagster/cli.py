@@ -210,6 +210,51 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise (type(exc)(f"{exc}; Dagster's log of the failure: {log}") if isinstance(exc, RuntimeError) else exc) from exc
 
 
+def _read_warehouse():
+    """A read-only connection to this profile's warehouse, or a UsageError saying where it was looked for."""
+    from envduels_dagster.settings import storage_profile, warehouse, warehouse_path
+
+    if storage_profile() != "shared" and not warehouse_path().is_file():
+        raise UsageError(f"no warehouse at {warehouse_path()}: run the pipeline first (envduels demo), or set "
+                         "ENVDUELS_HOME to the directory a demo or the UI used")
+    return warehouse().connect(read_only=True)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    """Print an environment's or a pair's episodes: cold and hinted of each seed side by side, turn by turn."""
+    from envduels_dagster.core.transcripts import load, side_by_side_text
+
+    with _read_warehouse() as conn:
+        try:
+            envs, eps = load(conn, args.target, args.solver, args.seed)
+        except LookupError as exc:
+            raise UsageError(str(exc)) from None
+    if args.json:
+        for row in eps.to_dict("records"):
+            row["transcript"] = json.loads(row["transcript"]) if isinstance(row["transcript"], str) else []
+            print(json.dumps({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}, default=str))
+        return 0
+    print(side_by_side_text(envs, eps, width=args.width))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    """Say where the experiment report is (asset experiment_report) and print its answer."""
+    from envduels_dagster.assets.report.assets import report_dir
+
+    path = report_dir() / "index.html"
+    if not path.is_file():
+        raise UsageError(f"no experiment report at {path}: materialize asset experiment_report (envduels demo "
+                         "writes it; in the UI: asset experiment_report, Materialize)")
+    print(f"Experiment report: {path}")
+    print(f"  open it in a browser: {path.as_uri()}")
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(path.as_uri())
+    return 0
+
+
 def _cmd_ui(args: argparse.Namespace) -> int:
     from envduels_dagster.demo import open_ui
 
@@ -284,6 +329,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long an injected timeout hangs")
     p.add_argument("--api-key-env", help="require the key held in this environment variable")
     p.set_defaults(func=_cmd_serve_sim)
+
+    p = add("show", help="print an environment's or a pair's episodes, cold and hinted side by side",
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+            epilog="examples: envduels show novice.r0.3 --solver oracle --seed 0; envduels show 'expert|novice'")
+    p.add_argument("target", metavar="ENV_ID|AUTHOR|SOLVER",
+                   help="an environment id (table environments) or a pair 'author|solver'")
+    p.add_argument("--solver", help="only this solver's episodes (default: every solver that played it)")
+    p.add_argument("--seed", type=SEED, help="only this benchmark seed (default: every seed)")
+    p.add_argument("--width", type=_int_in(40, 400, "--width"), default=120, help="line width of the two columns")
+    p.add_argument("--json", action="store_true", help="one JSON object per episode, with its transcript")
+    p.set_defaults(func=_cmd_show)
+
+    p = add("report", help="print where the experiment report is (asset experiment_report)",
+            epilog="example: envduels report --open")
+    p.add_argument("--open", action="store_true", help="also open it in the default browser")
+    p.set_defaults(func=_cmd_report)
 
     p = add("ui", help="open the Dagster UI on the project's instance")
     p.add_argument("--host", default="127.0.0.1")
