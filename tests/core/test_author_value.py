@@ -10,8 +10,8 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.core.author_value import RANKED, SELF, UNPRICED, author_value, learnable_probability
-from envduels_dagster.core.value_chart import panel_scale, value_sentence, value_svg
 from envduels_dagster.core.costing import list_cost
+from envduels_dagster.core.value_chart import panel_scale, value_sentence, value_svg
 from envduels_dagster.core.warehouse import replace_rows
 
 SEEDS = [0, 1, 2, 3]
