@@ -234,7 +234,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
             row["transcript"] = json.loads(row["transcript"]) if isinstance(row["transcript"], str) else []
             print(json.dumps({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}, default=str))
         return 0
-    print(side_by_side_text(envs, eps, width=args.width))
+    try:
+        print(side_by_side_text(envs, eps, width=args.width))
+    except BrokenPipeError:  # `envduels show ... | head`: the reader has what it wanted
+        sys.stderr.close()
     return 0
 
 

@@ -151,14 +151,14 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     result, secs = run(downstream, label="marts and rankings", job="downstream_job", stage="downstream")
     log(f"[marts] {', '.join(k.to_user_string() for a in downstream for k in a.keys)} ({secs:.1f}s)")
     if not learners:
-        return {"models": len(names), "pairs": len(pairs)}
+        return {"models": len(names), "pairs": len(pairs), "request": request}
     for learner in names:
         result, _ = run(learner_assets, learner, f"learner {learner}", "learner_job", "learners")
         log(f"[training] {learner}: {meta(result, learner_assets)['num_rows'].value} environments")
     if after_learners:
         result, secs = run(after_learners, label="studies", job="studies_job", stage="studies")
         log(f"[studies] {', '.join(a.key.to_user_string() for a in after_learners)} ({secs:.1f}s)")
-    return {"models": len(names), "pairs": len(pairs)}
+    return {"models": len(names), "pairs": len(pairs), "request": request}
 
 
 def leaderboard(database: str, round_: int = 0) -> str:
@@ -239,7 +239,13 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> in
     print(f"  tables: {', '.join(tables)}")
     print(f"Training exports: {envduels_home() / 'exports'}/<learner>/latest "
           "(python: envduels_dagster.api.load_training_set)")
-    print("Open the Dagster UI on these runs:  make ui   (then http://127.0.0.1:3000)")
+    home_var = f"ENVDUELS_HOME={envduels_home()} " if os.environ.get("ENVDUELS_HOME") else ""
+    print(f"Open the Dagster UI on these runs:  {home_var}make ui   (then http://127.0.0.1:3000; "
+          f"runs tagged envduels/request={counts.get('request', 'demo-*')})")
+    report = envduels_home() / "reports" / "experiment" / "index.html"
+    if report.is_file():
+        print(f"\nThe experiment report (which author to pay, leaderboard, lift heatmap, ranks, training sets, "
+              f"episodes):\n  {report.as_uri()}   (envduels report prints it again)")
     return 0
 
 

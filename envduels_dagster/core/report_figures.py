@@ -48,7 +48,8 @@ def lift_heatmap_svg(pair: pd.DataFrame) -> str:
     authors = sorted(pair["author"].unique())
     solvers = sorted(pair["solver"].unique())
     cell_w, cell_h, left, top = 122, 58, 120, 62
-    width, height = left + cell_w * max(len(solvers), 1) + 16, top + cell_h * max(len(authors), 1) + 40
+    width = max(left + cell_w * max(len(solvers), 1) + 16, 560)
+    height = top + cell_h * max(len(authors), 1) + 50
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="lift-heatmap" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="12">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
@@ -81,9 +82,10 @@ def lift_heatmap_svg(pair: pd.DataFrame) -> str:
                        f'<text x="{x + cell_w / 2}" y="{y + 33}" text-anchor="middle" font-size="11">{interval}</text>'
                        f'<text x="{x + cell_w / 2}" y="{y + 48}" text-anchor="middle" font-size="11" fill="#333">'
                        f'n={n}</text></g>')
-    out.append(f'<text x="8" y="{height - 14}" fill="#555">Hint lift = hinted minus cold success; 95% Student-t '
-               'interval over environments; n = environments; blue: the hint helps, red: it hurts; dashed: self '
-               'pair (excluded from peer figures).</text>')
+    out.append(f'<text x="8" y="{height - 24}" fill="#555">Hint lift = hinted minus cold success; 95% Student-t '
+               'interval over environments; n = environments.</text>')
+    out.append(f'<text x="8" y="{height - 8}" fill="#555">Blue: the hint helps, red: it hurts; dashed: self pair '
+               '(excluded from peer figures).</text>')
     out.append("</svg>")
     return "\n".join(out)
 
