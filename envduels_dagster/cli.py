@@ -236,8 +236,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
         return 0
     try:
         print(side_by_side_text(envs, eps, width=args.width))
-    except BrokenPipeError:  # `envduels show ... | head`: the reader has what it wanted
-        sys.stderr.close()
+    except BrokenPipeError:  # `envduels show ... | head`: the reader has what it wanted; exit quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
