@@ -287,7 +287,7 @@ def test_the_experiment_report_renders_and_answers_the_question(small_home, brow
             "SELECT model FROM rankings WHERE solver_rank IS NOT NULL AND author_rank IS NOT NULL").fetchall())
     assert top and all(facts["answers"][learner] == author for learner, author in top.items()), facts["answers"]
     assert set(facts["answers"]) == learners
-    assert facts["cells"] == pairs and len(pairs) == len(MODELS) ** 2 and sorted(facts["cell_n"]) == n_envs
-    assert facts["points"] == ranked and ranked == sorted(MODELS)
+    assert pairs and facts["cells"] == pairs and sorted(facts["cell_n"]) == n_envs  # pairs with a valid environment
+    assert ranked and facts["points"] == ranked
     assert facts["charts"] == dict.fromkeys(learners, 1)
     assert "Which author should I pay for my learner?" in facts["text"] and "Training sets" in facts["text"]
