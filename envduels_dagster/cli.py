@@ -48,6 +48,15 @@ class UsageError(Exception):
     pass
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default, except where there is none to show (None, False)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming the command and pointing at its --help."""
 
@@ -141,6 +150,11 @@ def _cmd_play(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))
     else:
+        if args.transcript:
+            from envduels_dagster.core.transcripts import turns
+
+            for k, turn in enumerate(turns(rec.transcript), 1):
+                print(f"-- turn {k}\nobs: {turn.observation}" + (f"\nact: {turn.action}" if turn.action else ""))
         print(f"{rec.status} after {rec.turns} turn(s) ({rec.stop_reason}); format errors {rec.format_errors}"
               + (f"; error: {rec.error}" if rec.error else ""))
     return 0 if rec.status != "incomplete" else 1
@@ -286,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add(name: str, **kwargs) -> argparse.ArgumentParser:
+        kwargs.setdefault("formatter_class", _Help)
         return sub.add_parser(name, parents=[debug], **kwargs)  # --debug after the command works too
 
     p = add("models", help="list the registry's models")
@@ -296,18 +311,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, func, helptext in (("validate", _cmd_validate, "validate an environment file or EnvDuels export"),
                                  ("play", _cmd_play, "play one episode of an environment with a model")):
-        p = add(name, help=helptext)
-        p.add_argument("path")
-        p.add_argument("--class", dest="class_name")
-        p.add_argument("--max-turns", type=MAX_TURNS, default=10)
-        p.add_argument("--hint")
-        p.add_argument("--json", action="store_true")
+        example = ("envduels validate my_env.py --seed 0 --seed 1" if name == "validate" else
+                   "envduels play my_env.py --model novice --hint 'the code is sorted' --transcript")
+        p = add(name, help=helptext, description=helptext, epilog=f"example: {example}")
+        p.add_argument("path", help="an environment .py file, or an EnvDuels export directory (manifest.json)")
+        p.add_argument("--class", dest="class_name", help="the environment class (default: the one class with "
+                       "reset and step)")
+        p.add_argument("--max-turns", type=MAX_TURNS, default=10, help="turn limit, 1..200")
+        p.add_argument("--hint", help="the privileged hint (play: plays hinted when given, else cold)")
+        p.add_argument("--json", action="store_true", help="one JSON object per result")
         if name == "validate":
-            p.add_argument("--seed", type=SEED, action="append", help="benchmark seed, 0..2**64-1 (repeatable)")
+            p.add_argument("--seed", type=SEED, action="append",
+                           help="benchmark seed, 0..2**64-1 (repeatable; default: the standard seeds)")
         else:
-            p.add_argument("--model", required=True)
-            p.add_argument("--seed", dest="seed_one", type=SEED, default=0)
-            p.add_argument("--transcript", action="store_true", help="include the transcript in --json output")
+            p.add_argument("--model", required=True, help="a registry model name (envduels models --names)")
+            p.add_argument("--seed", dest="seed_one", type=SEED, default=0, help="the seed to play, 0..2**64-1")
+            p.add_argument("--transcript", action="store_true",
+                           help="also print the conversation (as text, or in the --json object)")
         p.set_defaults(func=func)
 
     p = add("import", help="import an EnvDuels export directory through Dagster (author partition import:NAME)")
@@ -317,10 +337,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_import)
 
-    p = add("demo", help="run the whole pipeline on the simulated models through Dagster")
+    p = add("demo", help="run the whole pipeline on the simulated models through Dagster",
+            epilog="example: ENVDUELS_HOME=/tmp/duels envduels demo --envs-per-author 3 --seeds 4")
     # defaults: ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS when set (as the daemon's runs read them), else 10 and 8
-    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None)
-    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None)
+    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
+                   help="environments each model writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else 10)")
+    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None,
+                   help="benchmark seeds 0..N-1 per environment, 1..1000 (default: ENVDUELS_SEEDS, else 8)")
     p.set_defaults(func=_cmd_demo)
 
     p = add("serve-sim", help="serve the simulated models over an OpenAI-compatible HTTP API")
@@ -336,7 +359,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_serve_sim)
 
     p = add("show", help="print an environment's or a pair's episodes, cold and hinted side by side",
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
             epilog="examples: envduels show novice.r0.3 --solver oracle --seed 0; envduels show 'expert|novice'")
     p.add_argument("target", metavar="ENV_ID|AUTHOR|SOLVER",
                    help="an environment id (table environments) or a pair 'author|solver'")
