@@ -248,6 +248,9 @@ def test_the_pipelines_runs_are_the_projects_jobs_tagged_like_the_sensors(pipeli
     assert len(pair_runs) == len(MODELS) ** 2
     assert all(r.tags[PROVIDER_TAG] == "envduels-sim" for r in pair_runs)  # the solver's provider (registry pool)
     assert not [r for r in runs if r.job_name in ("downstream_job", "studies_job") and PROVIDER_TAG in r.tags]
+    for r in runs:  # the assets' checks ran in the same runs, as under the sensor (blocking ones gate publication)
+        if r.job_name in ("pair_job", "learner_job", "author_job"):
+            assert instance.all_logs(r.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION), r.job_name
 
 
 def test_the_product_tables_describe_every_column_in_definition_and_materialization(pipeline):
