@@ -96,7 +96,9 @@ def _rankings() -> dict[str, str]:
             "solver_min_seeds": "Fewest matched seeds of those environments.",
             "sim_skill_rank": "The documented skill order of a simulated model (1 = strongest); NULL otherwise.",
             "bt_rank": "Rank by Bradley-Terry strength.", "bt_separated": "The model never dropped a point to the rest: "
-            "its strength is set by the prior."}
+            "its strength is set by the prior.",
+            "run_id": "The Dagster run that produced this content (published snapshot only).",
+            "data_version": "Hash of the rows: Dagster's data version (published snapshot only)."}
     for key, what in _SCORES.items():
         docs[key] = f"{what}."
         docs[f"{key}_lower"] = f"{what}: 95% cluster-bootstrap lower bound (NULL with {key}_interval_reason)."

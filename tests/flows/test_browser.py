@@ -1,6 +1,6 @@
 """The Dagster UI and the experiment report in a real browser: a small pipeline, `dagster dev`, headless Chromium.
 
-Materializes 2 simulated models (1 environment each, 2 seeds) into a temporary persistent
+Materializes 2 simulated models (2 environments each, 2 seeds) into a temporary persistent
 ENVDUELS_HOME / DAGSTER_HOME, starts `dagster dev -w workspace.yaml` on 127.0.0.1 with
 those variables, and drives Debian's Chromium through Selenium (chromedriver from the
 `chromium-driver` package; nothing is downloaded) to check that the asset graph, the
@@ -64,7 +64,7 @@ def _materialize(home: Path, registry: Path) -> None:
         "from envduels_dagster.definitions import build_resources\n"
         "from envduels_dagster.resources import AuthorValueSettings, DuelSettings\n"
         "prepare_instance_home()\n"
-        "resources = build_resources(settings=DuelSettings(envs_per_author=1, benchmark_seeds=[0, 1],\n"
+        "resources = build_resources(settings=DuelSettings(envs_per_author=2, benchmark_seeds=[0, 1],\n"
         "                                                  check_min_matched_seeds=2),\n"
         "                            value_settings=AuthorValueSettings(min_envs=1, n_boot=200))\n"
         "with dg.DagsterInstance.get() as instance:\n"
