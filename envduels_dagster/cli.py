@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Literal
 
+from envduels_dagster.cli_results import cmd_report, cmd_show
+
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
 
@@ -224,56 +226,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         raise (type(exc)(f"{exc}; Dagster's log of the failure: {log}") if isinstance(exc, RuntimeError) else exc) from exc
 
 
-def _read_warehouse():
-    """A read-only connection to this profile's warehouse, or a UsageError saying where it was looked for."""
-    from envduels_dagster.settings import storage_profile, warehouse, warehouse_path
-
-    if storage_profile() != "shared" and not warehouse_path().is_file():
-        raise UsageError(f"no warehouse at {warehouse_path()}: run the pipeline first (envduels demo), or set "
-                         "ENVDUELS_HOME to the directory a demo or the UI used")
-    return warehouse().connect(read_only=True)
-
-
-def _cmd_show(args: argparse.Namespace) -> int:
-    """Print an environment's or a pair's episodes: cold and hinted of each seed side by side, turn by turn."""
-    from envduels_dagster.core.transcripts import load, side_by_side_text
-
-    with _read_warehouse() as conn:
-        try:
-            envs, eps = load(conn, args.target, args.solver, args.seed)
-        except LookupError as exc:
-            raise UsageError(str(exc)) from None
-    if args.json:
-        for row in eps.to_dict("records"):
-            row["transcript"] = json.loads(row["transcript"]) if isinstance(row["transcript"], str) else []
-            print(json.dumps({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}, default=str))
-        return 0
-    try:
-        print(side_by_side_text(envs, eps, width=args.width))
-    except BrokenPipeError:  # `envduels show ... | head`: the reader has what it wanted; exit quietly
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
-
-
-def _cmd_report(args: argparse.Namespace) -> int:
-    """Say where the experiment report is (asset experiment_report) and print its answer."""
-    from envduels_dagster.assets.report.assets import report_dir
-
-    path = report_dir() / "index.html"
-    if not path.is_file():
-        raise UsageError(f"no experiment report at {path}: materialize asset experiment_report (envduels demo "
-                         "writes it; in the UI: asset experiment_report, Materialize)")
-    print(f"Experiment report: {path}")
-    print(f"  open it in a browser: {path.as_uri()}")
-    if args.open:
-        import webbrowser
-
-        webbrowser.open(path.as_uri())
-    return 0
-
-
 def _cmd_ui(args: argparse.Namespace) -> int:
     from envduels_dagster.demo import open_ui
 
@@ -366,12 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=SEED, help="only this benchmark seed (default: every seed)")
     p.add_argument("--width", type=_int_in(40, 400, "--width"), default=120, help="line width of the two columns")
     p.add_argument("--json", action="store_true", help="one JSON object per episode, with its transcript")
-    p.set_defaults(func=_cmd_show)
+    p.set_defaults(func=cmd_show)
 
     p = add("report", help="print where the experiment report is (asset experiment_report)",
             epilog="example: envduels report --open")
     p.add_argument("--open", action="store_true", help="also open it in the default browser")
-    p.set_defaults(func=_cmd_report)
+    p.set_defaults(func=cmd_report)
 
     p = add("ui", help="open the Dagster UI on the project's instance")
     p.add_argument("--host", default="127.0.0.1")
