@@ -49,6 +49,7 @@ def load(conn, target: str, solver: str | None = None, seed: int | None = None) 
     """(environments rows, episodes rows) for ``target``: an environment id, or a pair ``author|solver``.
 
     Raises ``LookupError`` naming what exists when nothing matches."""
+    params: list[object]
     if "|" in target:
         author, pair_solver = target.split("|", 1)
         if solver is not None and solver != pair_solver:
