@@ -72,7 +72,7 @@ def value_svg(table: pd.DataFrame, learner: str) -> str:
     for i, r in rows.iterrows():
         tag = (f"#{int(r['rank'])}" if pd.notna(r["rank"]) else "self" if r["status"] == SELF
                else "no price" if r["status"] == UNPRICED else "n<min")
-        out.append(f'<text x="8" y="{top + i * row_h + 15}">{escape(str(r["author"]))} ({tag}, '
+        out.append(f'<text x="8" y="{top + i * row_h + 15}">{escape(str(r["author"]))} ({escape(tag)}, '
                    f'n={int(r["n_envs"])})</text>')
     out.append(f'<text x="8" y="{height - 8}" fill="#555">blue: ranked; grey: self-authored (not ranked); '
                f'yellow: insufficient data or no price (listed apart). Ranked by {escape(str(rows["rank_basis"].iloc[0] if len(rows) else ""))}.'

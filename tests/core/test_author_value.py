@@ -155,9 +155,13 @@ def test_the_self_authored_row_never_sets_the_chart_scale():
 
 
 def test_too_few_environments_say_insufficient_data():
+    import xml.etree.ElementTree as ET
+
     envs, eps = warehouse()
     table, mix = author_value(envs, eps, LEARNER, min_envs=5, n_boot=200)
     t = table.set_index("author")
+    labels = [e.text for e in ET.fromstring(value_svg(table, LEARNER)).iter("{http://www.w3.org/2000/svg}text")]
+    assert "pricey (n<min, n=4)" in labels  # well-formed SVG: the "<" is escaped
     assert t.loc["pricey", "status"] == "insufficient data" and pd.isna(t.loc["pricey", "rank"])
     assert t.loc["cheap", "status"] == RANKED and t.loc["cheap", "rank"] == 1
 
