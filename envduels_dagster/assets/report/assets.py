@@ -7,6 +7,7 @@ episodes per pair (``core.transcripts``), and put the answer first in the metada
 """
 
 import re
+from typing import Any
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -98,7 +99,7 @@ def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResour
                                 mix[mix["learner"] == learner] if len(mix) else mix, learner)
                  for learner in ans["learner"]]
     context.log.info(f"experiment report: {path}")
-    metadata = {
+    metadata: dict[str, Any] = {
         "answer": dg.MetadataValue.md("\n\n".join(lines) or "author_value has not been materialized yet"),
         "report": dg.MetadataValue.path(str(path)),
         "report_url": dg.MetadataValue.url(path.as_uri()),
