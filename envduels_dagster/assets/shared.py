@@ -65,14 +65,23 @@ def documented_schema(table: str) -> dg.TableSchema:
     """The documented columns of ``table`` (``core/column_docs.py``) as a schema for the asset's definition, so
     the catalog shows them before anything is materialized (types come from the materialization's schema)."""
     from envduels_dagster.core.column_docs import DOCS
-    from envduels_dagster.core.warehouse import SCHEMA
 
-    declared = dict(c.split()[:2] for c in SCHEMA.get(table, "").replace("\n", " ").split(",") if c.strip())
+    # Types by name, not from core.warehouse.SCHEMA: importing that module loads pandas, and building the
+    # definitions must not (tests/assets/test_code_location.py). The materialization carries the DuckDB types.
+    text_columns = {"learner", "env_id", "author", "domain", "class_name", "source_sha256", "hint", "status",
+                    "price_note", "rank_basis", "admission_method", "model", "run_id", "data_version"}
 
     def kind(name: str) -> str:
-        if name in declared:
-            return declared[name].lower()
-        return "varchar" if name == "model" or name.endswith("reason") else "double"
+        if name in text_columns or name.endswith("reason"):
+            return "varchar"
+        if name in ("is_self", "priced", "bt_separated"):
+            return "boolean"
+        if name == "benchmark_seeds":
+            return "ubigint[]"
+        if name.startswith("n_") or name.endswith(("_calls", "_tokens", "_n_envs", "_rows", "max_turns")) or \
+                name in ("rank", "rank_lower", "rank_upper", "duel_wins", "duel_ties", "duel_losses"):
+            return "integer"
+        return "double"
 
     return dg.TableSchema(columns=[dg.TableColumn(name, kind(name), description=text)
                                    for name, text in DOCS[table].items()])
