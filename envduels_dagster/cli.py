@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from envduels_dagster.cli_errors import UsageError  # re-exported: tests and commands raise it
+from envduels_dagster.cli_results import cmd_report, cmd_show
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -45,6 +46,15 @@ def _find_class(source: str, path: Path) -> str:
     if len(classes) != 1:
         raise UsageError(f"{path}: found {len(classes)} environment classes; name one with --class")
     return classes[0]
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default, except where there is none to show (None, False)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -148,6 +158,11 @@ def _cmd_play(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))
     else:
+        if args.transcript:
+            from envduels_dagster.core.transcripts import turns
+
+            for k, turn in enumerate(turns(rec.transcript), 1):
+                print(f"-- turn {k}\nobs: {turn.observation}" + (f"\nact: {turn.action}" if turn.action else ""))
         print(f"{rec.status} after {rec.turns} turn(s) ({rec.stop_reason}); format errors {rec.format_errors}"
               + (f"; error: {rec.error}" if rec.error else ""))
     return 0 if rec.status != "incomplete" else 1
@@ -274,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add(name: str, **kwargs) -> argparse.ArgumentParser:
+        kwargs.setdefault("formatter_class", _Help)
         return sub.add_parser(name, parents=[debug], **kwargs)  # --debug after the command works too
 
     p = add("models", help="list the registry's models")
@@ -284,18 +300,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, func, helptext in (("validate", _cmd_validate, "validate an environment file or EnvDuels export"),
                                  ("play", _cmd_play, "play one episode of an environment with a model")):
-        p = add(name, help=helptext)
-        p.add_argument("path")
-        p.add_argument("--class", dest="class_name")
-        p.add_argument("--max-turns", type=MAX_TURNS, default=10)
-        p.add_argument("--hint")
-        p.add_argument("--json", action="store_true")
+        example = ("envduels validate my_env.py --seed 0 --seed 1" if name == "validate" else
+                   "envduels play my_env.py --model novice --hint 'the code is sorted' --transcript")
+        p = add(name, help=helptext, description=helptext, epilog=f"example: {example}")
+        p.add_argument("path", help="an environment .py file, or an EnvDuels export directory (manifest.json)")
+        p.add_argument("--class", dest="class_name", help="the environment class (default: the one class with "
+                       "reset and step)")
+        p.add_argument("--max-turns", type=MAX_TURNS, default=10, help="turn limit, 1..200")
+        p.add_argument("--hint", help="the privileged hint (play: plays hinted when given, else cold)")
+        p.add_argument("--json", action="store_true", help="one JSON object per result")
         if name == "validate":
-            p.add_argument("--seed", type=SEED, action="append", help="benchmark seed, 0..2**64-1 (repeatable)")
+            p.add_argument("--seed", type=SEED, action="append",
+                           help="benchmark seed, 0..2**64-1 (repeatable; default: the standard seeds)")
         else:
-            p.add_argument("--model", required=True)
-            p.add_argument("--seed", dest="seed_one", type=SEED, default=0)
-            p.add_argument("--transcript", action="store_true", help="include the transcript in --json output")
+            p.add_argument("--model", required=True, help="a registry model name (envduels models --names)")
+            p.add_argument("--seed", dest="seed_one", type=SEED, default=0, help="the seed to play, 0..2**64-1")
+            p.add_argument("--transcript", action="store_true",
+                           help="also print the conversation (as text, or in the --json object)")
         p.set_defaults(func=func)
 
     p = add("import", help="import an EnvDuels export directory through Dagster (author partition import:NAME)")
@@ -306,10 +327,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_import)
 
-    p = add("demo", help="run the whole pipeline on the simulated models through Dagster")
+    p = add("demo", help="run the whole pipeline on the simulated models through Dagster",
+            epilog="example: ENVDUELS_HOME=/tmp/duels envduels demo --envs-per-author 3 --seeds 4")
     # defaults: ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS when set (as the daemon's runs read them), else 10 and 8
-    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None)
-    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None)
+    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
+                   help="environments each model writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else 10)")
+    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None,
+                   help="benchmark seeds 0..N-1 per environment, 1..1000 (default: ENVDUELS_SEEDS, else 8)")
     p.set_defaults(func=_cmd_demo)
 
     p = add("plan", help="what the configured experiment will spend (calls, tokens, dollars, hours) before it runs")
@@ -347,6 +371,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hostile", choices=("huge", "gzip-bomb"), default=None,
                    help="answer every completion with a 512 MB body or a gzip bomb (bounded-reply tests)")
     p.set_defaults(func=_cmd_serve_sim)
+
+    p = add("show", help="print an environment's or a pair's episodes, cold and hinted side by side",
+            epilog="examples: envduels show novice.r0.3 --solver oracle --seed 0; envduels show 'expert|novice'")
+    p.add_argument("target", metavar="ENV_ID|AUTHOR|SOLVER",
+                   help="an environment id (table environments) or a pair 'author|solver'")
+    p.add_argument("--solver", help="only this solver's episodes (default: every solver that played it)")
+    p.add_argument("--seed", type=SEED, help="only this benchmark seed (default: every seed)")
+    p.add_argument("--width", type=_int_in(40, 400, "--width"), default=120, help="line width of the two columns")
+    p.add_argument("--json", action="store_true", help="one JSON object per episode, with its transcript")
+    p.set_defaults(func=cmd_show)
+
+    p = add("report", help="print where the experiment report is (asset experiment_report)",
+            epilog="example: envduels report --open")
+    p.add_argument("--open", action="store_true", help="also open it in the default browser")
+    p.set_defaults(func=cmd_report)
 
     p = add("ui", help="open the Dagster UI on the project's instance")
     p.add_argument("--host", default="127.0.0.1")

@@ -15,7 +15,7 @@ import functools
 
 import dagster as dg
 
-AREAS = ("registry", "authoring", "duels", "rounds", "marts", "training", "value", "studies")
+AREAS = ("registry", "authoring", "duels", "rounds", "marts", "training", "value", "studies", "report")
 # seconds between ticks of the automation sensor (default 30, Dagster's own); read when the location loads
 AUTOMATION_INTERVAL_ENV = "ENVDUELS_AUTOMATION_INTERVAL_S"
 

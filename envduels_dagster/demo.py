@@ -60,7 +60,11 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
 
     Order: registry -> for each round: authors, then pairs -> every unpartitioned
     downstream asset in one run (marts, rankings; Dagster orders them) -> per-learner
-    assets. New assets join automatically through the areas' definitions.
+    assets. New assets join automatically through the areas' definitions. Each step runs the project's job
+    that ``envduels_requests`` launches for that stage (``author_job``, ``pair_job``, ``downstream_job``,
+    ``learner_job``, ``studies_job``; rounds' ``hardened_r<r>_job``/``pairs_r<r>_job``), with the sensor's
+    ``envduels/request`` (``demo-<time>``), ``envduels/stage`` and ``envduels/provider`` tags: a new asset must
+    be in its stage's job.
     ``learners=False`` stops before the per-learner assets and the studies that read them
     (a test that reads only rankings and authoring_progress saves ~15% of the run).
 
@@ -74,11 +78,13 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     from envduels_dagster.assets.marts.project import prepare_manifest
     from envduels_dagster.assets.registry.assets import model_registry
     from envduels_dagster.assets.registry.partitions import pair_key, register_roster
-    from envduels_dagster.assets.registry.requests import dimension_orders
+    from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG, dimension_orders, stage_job_name
     from envduels_dagster.core.batching import pair_batches
     from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.requests import Stage
     from envduels_dagster.core.roster import Roster
     from envduels_dagster.definitions import build_definitions, build_resources
+    from envduels_dagster.run_coordinator import PROVIDER_TAG
     from envduels_dagster.run_launcher import worker_tags  # a killed demo's run is then failed by run monitoring
 
     resources = resources or build_resources()
@@ -107,28 +113,44 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     after_learners = [a for a in by_kind["none"] if any(d.asset_key in learner_keys for s in a.specs for d in s.deps)]
     downstream = [a for a in by_kind["none"] if a is not model_registry and a not in after_learners]
 
-    def run(assets, partition_key=None, label="", tags=None):
+    # The project's jobs (the ones envduels_requests launches), bound to the demo's resources, so the demo's
+    # runs are named and tagged like the sensor's: envduels/request, envduels/stage, envduels/provider.
+    jobs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, jobs=list(defs.jobs or []), resources=resources)
+    providers = {m.name: m.provider for m in registry.models}
+    request = f"demo-{int(time.time())}"
+    stages: dict[str, int] = {}
+
+    def run(assets, partition_key=None, label="", job="", stage="", provider_of=None, extra_tags=None):
         t0 = time.perf_counter()
+        tags = {REQUEST_TAG: request, STAGE_TAG: str(stages.setdefault(stage, len(stages))), "envduels/demo": stage}
+        provider = providers.get(provider_of or "")
+        if provider:
+            tags[PROVIDER_TAG] = provider
         chatter = io.StringIO()  # dbt echoes its whole log to stdout; keep it for failures only
         with contextlib.redirect_stdout(chatter):
-            result = dg.materialize([*assets, *ALL_CHECKS], selection=assets, instance=instance,
-                                    resources=resources, partition_key=partition_key, run_config=QUIET,
-                                    raise_on_error=False, tags={**(tags or {}), **worker_tags()})
+            result = jobs.get_job_def(job).execute_in_process(
+                instance=instance, partition_key=partition_key, run_config=QUIET, raise_on_error=False,
+                tags={**tags, **(extra_tags or {}), **worker_tags()}, asset_selection=[k for a in assets for k in a.keys])
         if not result.success:
             print(chatter.getvalue()[-5000:], file=sys.stderr)
-            raise RuntimeError(f"run for {label} failed; see run {result.run_id} in the Dagster UI")
+            raise RuntimeError(f"run for {label} failed; see run {result.run_id} (job {job}, tag "
+                               f"{REQUEST_TAG}={request}) in the Dagster UI")
         return result, time.perf_counter() - t0
 
     def meta(result, assets):
         name = assets[0].key.to_user_string()
         return result.asset_materializations_for_node(name)[0].metadata
 
-    run([model_registry], label="model_registry")
+    def stage_job(kind, round_):
+        return stage_job_name(Stage(kind, round_))
+
+    run([model_registry], label="model_registry", job="downstream_job", stage="registry")
     pairs = roster.pairs(0)  # only registry models here: imports are played by the request sensor
     writers = list(roster.authors)
     for r in rounds:
         for i, author in enumerate(writers, 1):
-            result, secs = run(authors[r], author, f"round {r} authoring [{author}]")
+            result, secs = run(authors[r], author, f"round {r} authoring [{author}]", stage_job("authors", r),
+                               f"authors round {r}", author)
             md = meta(result, authors[r])
             log(f"[round {r} author {i}/{len(writers)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid "
                 f"({secs:.1f}s)")
@@ -141,7 +163,8 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
             tags = ({} if len(batch) == 1 else {ASSET_PARTITION_RANGE_START_TAG: batch.start,
                                                 ASSET_PARTITION_RANGE_END_TAG: batch.end})
             key = batch.start if len(batch) == 1 else None
-            result, secs = run(pair_assets[r], key, f"round {r} pairs {batch.start}..{batch.end}", tags)
+            result, secs = run(pair_assets[r], key, f"round {r} pairs {batch.start}..{batch.end}",
+                               stage_job("pairs", r), f"pairs round {r}", extra_tags=tags)
             for mat in result.asset_materializations_for_node(pair_assets[r][0].key.to_user_string()):
                 done += 1
                 md = mat.metadata
@@ -149,19 +172,19 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
                 log(f"[round {r} pair {done}/{len(pairs)}] {author} -> {solver}: {md['num_rows'].value} episodes, "
                     f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f}")
             log(f"[round {r} pairs] {len(batch)} in one run ({secs:.1f}s)")
-    result, secs = run(downstream, label="marts and rankings")
+    result, secs = run(downstream, label="marts and rankings", job="downstream_job", stage="downstream")
     log(f"[marts] {', '.join(k.to_user_string() for a in downstream for k in a.keys)} ({secs:.1f}s)")
     counts = {"models": len(roster.models), "pairs": len(pairs), "authors": len(roster.authors),
               "solvers": len(roster.solvers)}
     if not learners:
-        return counts
+        return {**counts, "request": request}
     for learner in roster.solvers:
-        result, _ = run(learner_assets, learner, f"learner {learner}")
+        result, _ = run(learner_assets, learner, f"learner {learner}", "learner_job", "learners")
         log(f"[training] {learner}: {meta(result, learner_assets)['num_rows'].value} environments")
     if after_learners:
-        result, secs = run(after_learners, label="studies")
+        result, secs = run(after_learners, label="studies", job="studies_job", stage="studies")
         log(f"[studies] {', '.join(a.key.to_user_string() for a in after_learners)} ({secs:.1f}s)")
-    return counts
+    return {**counts, "request": request}
 
 
 def leaderboard(database: str, round_: int = 0) -> str:
@@ -247,7 +270,13 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> in
     print(f"  tables: {', '.join(tables)}")
     print(f"Training exports: {envduels_home() / 'exports'}/<learner>/latest "
           "(python: envduels_dagster.api.load_training_set)")
-    print("Open the Dagster UI on these runs:  make ui   (then http://127.0.0.1:3000)")
+    home_var = f"ENVDUELS_HOME={envduels_home()} " if os.environ.get("ENVDUELS_HOME") else ""
+    print(f"Open the Dagster UI on these runs:  {home_var}make ui   (then http://127.0.0.1:3000; "
+          f"runs tagged envduels/request={counts.get('request', 'demo-*')})")
+    report = envduels_home() / "reports" / "experiment" / "index.html"
+    if report.is_file():
+        print(f"\nThe experiment report (which author to pay, leaderboard, lift heatmap, ranks, training sets, "
+              f"episodes):\n  {report.as_uri()}   (envduels report prints it again)")
     return 0
 
 

@@ -46,6 +46,9 @@ def describe(defs) -> dict:
             # dbt models: dagster-dbt's checksum of the SQL (it changes with every edit, so not spelled out here)
             "code_version": "dbt checksum" if "dbt" in node.kinds and node.code_version else node.code_version,
         }
+        schema = (node.metadata or {}).get("dagster/column_schema")
+        if schema is not None:  # the catalog's column descriptions (core/column_docs.py, dbt schema.yml)
+            assets[key.to_user_string()]["columns"] = {c.name: c.description or "" for c in schema.columns}
     checks = {}
     for key in sorted(graph.asset_check_keys, key=lambda k: k.to_user_string()):
         spec = graph.get_check_spec(key)

@@ -13,8 +13,8 @@ import dagster as dg
 
 from envduels_dagster.core.reporting import markdown_table
 
-__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "markdown_table", "publish_if_passed", "table_metadata",
-           "table_version", "utcnow"]
+__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "display_table", "documented_schema", "markdown_table",
+           "publish_if_passed", "round_for_display", "table_metadata", "table_version", "utcnow"]
 
 OWNERS = ["team:envduels"]
 
@@ -49,14 +49,74 @@ def table_metadata(warehouse: Any, table: str, where: dict[str, object] | None =
 
     ``warehouse``: an open DuckDB connection, or a resource with ``get_connection()`` (a short connection
     of its own is opened then). Read after the write, so it reports what the table holds."""
+    from envduels_dagster.core.column_docs import describe
     from envduels_dagster.core.warehouse import describe_table
 
     if hasattr(warehouse, "get_connection"):
         with warehouse.get_connection() as conn:
             return table_metadata(conn, table, where)
     name, columns, rows = describe_table(warehouse, table, where)
-    schema = dg.TableSchema(columns=[dg.TableColumn(column, ctype) for column, ctype in columns])
+    schema = dg.TableSchema(columns=[dg.TableColumn(column, ctype, description=describe(table, column))
+                                     for column, ctype in columns])
     return {"dagster/row_count": rows, "dagster/column_schema": schema, "dagster/table_name": name}
+
+
+def documented_schema(table: str) -> dg.TableSchema:
+    """The documented columns of ``table`` (``core/column_docs.py``) as a schema for the asset's definition, so
+    the catalog shows them before anything is materialized (types come from the materialization's schema)."""
+    from envduels_dagster.core.column_docs import DOCS
+
+    # Types by name, not from core.warehouse.SCHEMA: importing that module loads pandas, and building the
+    # definitions must not (tests/assets/test_code_location.py). The materialization carries the DuckDB types.
+    text_columns = {"learner", "env_id", "author", "domain", "class_name", "source_sha256", "hint", "status",
+                    "price_note", "rank_basis", "admission_method", "model", "run_id", "data_version"}
+
+    def kind(name: str) -> str:
+        if name in text_columns or name.endswith("reason"):
+            return "varchar"
+        if name in ("is_self", "priced", "bt_separated"):
+            return "boolean"
+        if name == "benchmark_seeds":
+            return "ubigint[]"
+        if name.startswith("n_") or name.endswith(("_calls", "_tokens", "_n_envs", "_rows", "max_turns")) or \
+                name in ("rank", "rank_lower", "rank_upper", "duel_wins", "duel_ties", "duel_losses"):
+            return "integer"
+        return "double"
+
+    return dg.TableSchema(columns=[dg.TableColumn(name, kind(name), description=text)
+                                   for name, text in DOCS[table].items()])
+
+
+def round_for_display(value: Any, digits: int = 3) -> Any:
+    """A cell for a metadata table read by people: floats to ``digits`` significant decimals (storage keeps full
+    precision), NaN/inf/NA as None, numpy scalars as Python ones."""
+    import math
+
+    try:
+        if value is None or value != value:  # NaN, pandas NA
+            return None
+    except (TypeError, ValueError):
+        return None
+    value = value.item() if hasattr(value, "item") else value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return round(value, digits) if abs(value) < 1000 else round(value)
+    return value
+
+
+def display_table(rows: list[dict], columns: list[tuple[str, str]], table: str | None = None,
+                  descriptions: dict[str, str] | None = None) -> dg.TableMetadataValue:
+    """A sortable ``MetadataValue.table`` of ``rows`` (dicts) over ``columns`` (name, Dagster type), each column
+    described (``descriptions``, else ``core/column_docs.py`` for ``table``) and every float rounded for display."""
+    from envduels_dagster.core.column_docs import describe
+
+    def text(name: str) -> str | None:
+        return (descriptions or {}).get(name) or (describe(table, name) if table else None)
+
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, kind, description=text(name)) for name, kind in columns])
+    records = [dg.TableRecord({name: round_for_display(row.get(name)) for name, _ in columns}) for row in rows]
+    return dg.MetadataValue.table(records=records, schema=schema)
 
 
 def table_version(warehouse: Any, *tables: str, where: dict[str, object] | None = None) -> dg.DataVersion:

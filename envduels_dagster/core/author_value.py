@@ -30,6 +30,9 @@ from envduels_dagster.core.stats import matched_seeds
 PRIOR = (0.5, 0.5)
 ALPHA = 0.05
 RANKED, SELF, INSUFFICIENT = "ranked", "self-authored (not ranked)", "insufficient data"
+#: An author without a price among priced ones: listed apart with its per-call figures, never ranked per dollar
+#: (one unpriced model must not switch every learner's ranking to per call; issue 32).
+UNPRICED = "no price (listed apart)"
 #: Environment slots in an author's sample below which it is "insufficient data": not ranked, no intervals. The
 #: intervals covered 0.918-0.930 at 3 slots and 0.943-0.952 at 4 (benchmarks/calibration_value.py, 600 a size).
 MIN_ENVS = 4
@@ -128,8 +131,10 @@ def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, *, bu
 
     ``envs``: the ``environments`` table (every author, every round); ``episodes``: the ``episodes``
     table (at least the learner's). Authors ranked: not the learner, at least ``min_envs`` lineages in
-    the sample. Basis: learnable per dollar when every ranked author has a price, else per thousand
-    calls (said in ``rank_basis``; an unpriced author is never treated as free).
+    the sample. Basis: learnable per dollar when some candidate has a price: the priced ones are ranked per
+    dollar and the unpriced ones listed apart (status ``UNPRICED``, no rank, their per-call figures kept);
+    per thousand calls when no candidate has a price (said in ``rank_basis``; an unpriced author is never
+    treated as free).
     """
     lin = _lineage_frame(envs, episodes, learner)
     rng = np.random.default_rng(seed)
@@ -180,8 +185,11 @@ def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, *, bu
 
 
 def _rank(table: pd.DataFrame, reps: dict) -> pd.DataFrame:
+    candidates = table["status"] == RANKED
+    basis = "per_usd" if (candidates & table["priced"].astype(bool)).any() else "per_kcall"
+    if basis == "per_usd":  # priced and unpriced are ranked apart: the unpriced are listed, not ranked
+        table.loc[candidates & ~table["priced"].astype(bool), "status"] = UNPRICED
     ranked = table[table["status"] == RANKED]
-    basis = "per_usd" if len(ranked) and ranked["priced"].all() else "per_kcall"
     table["rank_basis"] = basis
     if ranked.empty:
         return table

@@ -62,6 +62,23 @@ class TrainingSet:
     # the expected false admissions at the least favourable learnable-region mass the data allow (an upper
     # figure; ``expected_false_admissions`` is conditional on the fitted prior): docs/STATISTICS.md
     false_admission_bound: ja.FalseAdmissionBound | None = None
+    # the candidates not admitted, with why (EXCLUDED_COLUMNS): where "learnable: 12" beside 3 rows went
+    excluded: pd.DataFrame | None = None
+
+
+EXCLUDED_COLUMNS = ["env_id", "author", "category", "n_seeds", "p_cold", "p_hint", "lift", "p_learnable", "reason"]
+
+
+def exclusion_reason(category: str, p_learnable: float, rule: TrainingRule) -> str:
+    """Why a candidate environment is not in the learner's training set, in words."""
+    if category == "wasted":
+        return "wasted: passes cold at least once"
+    if category == "noise":
+        return "noise: fails even with the hint"
+    if rule.method == "probability":
+        return (f"learnable as observed, but P(learnable) {p_learnable:.2f} < admission threshold "
+                f"{rule.threshold:g} (too few seeds to be sure)")
+    return f"learnable as observed, but outside the rule (p_cold <= {rule.max_cold:g}, p_hint >= {rule.min_hint:g})"
 
 
 def superseded_env_ids(envs: pd.DataFrame) -> set[str]:
@@ -116,8 +133,11 @@ def build_training_set(learner: str, episodes: pd.DataFrame, envs: pd.DataFrame,
     categories = mine.loc[mine["author"] != learner, "category"].value_counts().to_dict()
     chosen = picked.reset_index(drop=True)
     bound = ja.false_admission_bound(prior, ja.counts(peer), ja.counts(chosen), rule.cold_ceiling, rule.min_hint)
+    out = mine.assign(p_learnable=p_learn)[~keep]
+    out = out[out["author"] != learner].sort_values(["category", "p_learnable", "env_id"], ascending=[True, False, True])
+    excluded = out.assign(reason=[exclusion_reason(c, p, rule) for c, p in zip(out["category"], out["p_learnable"])])
     return TrainingSet(df, categories, float((1.0 - df["p_learnable"]).sum()), prior.n_rows, len(mine), note,
-                       bound)
+                       bound, excluded[EXCLUDED_COLUMNS].reset_index(drop=True))
 
 
 async def first_observations(source: str, class_name: str, max_turns: int, seeds: list[int],

@@ -14,7 +14,7 @@ from html import escape
 
 import pandas as pd
 
-from envduels_dagster.core.author_value import RANKED, SELF
+from envduels_dagster.core.author_value import RANKED, SELF, UNPRICED
 
 PANELS = [("per_env", "learnable per environment written"), ("per_usd", "learnable per US dollar"),
           ("per_kcall", "learnable per 1000 calls")]
@@ -38,8 +38,7 @@ def value_svg(table: pd.DataFrame, learner: str) -> str:
            f'{escape(learner)} (bars: estimate, whiskers: 95% interval)</text>']
     for p, (col, title) in enumerate(PANELS):
         x0 = label_w + p * panel_w
-        vmax = max([v for v in rows.get(f"{col}_upper", pd.Series(dtype=float)).tolist()
-                    if v is not None and math.isfinite(v)] or [1.0]) or 1.0
+        vmax = panel_scale(rows, col)
         scale = (panel_w - 60) / vmax
         out.append(f'<text x="{x0}" y="{top - 14}" font-weight="bold">{escape(title)}</text>')
         out.append(f'<line x1="{x0}" y1="{top - 6}" x2="{x0}" y2="{height - 24}" stroke="#888"/>')
@@ -51,6 +50,13 @@ def value_svg(table: pd.DataFrame, learner: str) -> str:
                 out.append(f'<text x="{x0 + 4}" y="{y + 15}" fill="#a33">{note}</text>')
                 continue
             colour = "#999" if r["status"] == SELF else "#3572b0" if r["status"] == RANKED else "#c9a227"
+            clipped = est > vmax  # only a row that does not set the scale (self-authored) can pass its end
+            if clipped:  # drawn to the panel's end, its value written inside, whiskers left out
+                out.append(f'<rect class="bar clipped" x="{x0}" y="{y + 4}" width="{panel_w - 60}" '
+                           f'height="{row_h - 10}" fill="{colour}" opacity="0.5"><title>{escape(str(r["author"]))}: '
+                           f'{_fmt(est)} (off the scale, not ranked)</title></rect>')
+                out.append(f'<text x="{x0 + 4}" y="{y + 15}">{_fmt(est)} (off scale) &#8594;</text>')
+                continue
             out.append(f'<rect class="bar" x="{x0}" y="{y + 4}" width="{max(est * scale, 1):.1f}" height="{row_h - 10}" '
                        f'fill="{colour}"><title>{escape(str(r["author"]))}: {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}]'
                        f'</title></rect>')
@@ -64,14 +70,28 @@ def value_svg(table: pd.DataFrame, learner: str) -> str:
             out.append(f'<text x="{x0 + hi * scale + 4 if math.isfinite(hi) else x0 + est * scale + 4:.1f}" '
                        f'y="{y + 15}">{_fmt(est)}</text>')
     for i, r in rows.iterrows():
-        tag = f"#{int(r['rank'])}" if pd.notna(r["rank"]) else "self" if r["status"] == SELF else "n<min"
-        out.append(f'<text x="8" y="{top + i * row_h + 15}">{escape(str(r["author"]))} ({tag}, '
+        tag = (f"#{int(r['rank'])}" if pd.notna(r["rank"]) else "self" if r["status"] == SELF
+               else "no price" if r["status"] == UNPRICED else "n<min")
+        out.append(f'<text x="8" y="{top + i * row_h + 15}">{escape(str(r["author"]))} ({escape(tag)}, '
                    f'n={int(r["n_envs"])})</text>')
     out.append(f'<text x="8" y="{height - 8}" fill="#555">blue: ranked; grey: self-authored (not ranked); '
-               f'yellow: insufficient data. Ranked by {escape(str(rows["rank_basis"].iloc[0] if len(rows) else ""))}.'
+               f'yellow: insufficient data or no price (listed apart). Ranked by {escape(str(rows["rank_basis"].iloc[0] if len(rows) else ""))}.'
                '</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def panel_scale(rows: pd.DataFrame, col: str) -> float:
+    """The panel's full scale: the largest upper bound (or estimate, without one) of the rows that are not
+    self-authored. The learner's own row is shown, not ranked, and must not set the scale: its per-dollar
+    figure was 448 beside ranked authors at 135, 52, 6.5 and 1.34, which left the fourth bar invisible."""
+    values = []
+    for r in rows[rows["status"] != SELF].itertuples(index=False):
+        for v in (getattr(r, f"{col}_upper"), getattr(r, col)):
+            if v is not None and not pd.isna(v) and math.isfinite(v):
+                values.append(float(v))
+                break
+    return max(values or [1.0]) or 1.0
 
 
 def svg_data_uri(svg: str) -> str:
@@ -103,9 +123,10 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
         else:
             parts.append(f"{r.author} {_fmt(r.per_env)}, {_fmt(r.per_usd) if r.priced else 'no price'}, "
                          f"{_fmt(r.per_kcall)} ({rank})")
-    others = table[table["status"] != RANKED]
+    apart = table[table["status"] == UNPRICED].sort_values("author")
+    others = table[~table["status"].isin([RANKED, UNPRICED])]
     skipped = [f"{r.author}: {r.status} (n={int(r.n_envs)})" for r in others.itertuples(index=False)]
-    line = f"for {learner} (ranked {'per dollar' if basis == 'per_usd' else 'per call: not every author has a price'}): "
+    line = f"for {learner} (ranked {'per dollar' if basis == 'per_usd' else 'per call: no author has a price'}): "
     line += "; ".join(parts)
     if len(mix):
         total = mix[mix["author"] == "(total)"].iloc[0]
@@ -113,6 +134,10 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
         unit = f"${total.budget:g}" if total.currency == "usd" else f"{total.budget:g} calls"
         line += (f". Best mix for {unit}: {picks} -> {_fmt(total.expected_learnable)} "
                  f"[{_fmt(total.expected_lower)}, {_fmt(total.expected_upper)}] learnable environments")
+    if len(apart):
+        line += ". No price, listed apart (per 1000 calls): " + "; ".join(
+            f"{r.author} {_fmt(r.per_kcall)} [{_fmt(r.per_kcall_lower)}, {_fmt(r.per_kcall_upper)}], "
+            f"{_fmt(r.per_env)} per environment (n={int(r.n_envs)})" for r in apart.itertuples(index=False))
     if skipped:
         line += ". Not ranked: " + "; ".join(skipped)
     return line

@@ -23,8 +23,12 @@ import dagster as dg
 PUBLISHED_IO_MANAGER_KEY = "envduels_published"
 
 
-def column_schema(columns: list[tuple[str, str]]) -> dg.TableSchema:
-    return dg.TableSchema(columns=[dg.TableColumn(name, ctype) for name, ctype in columns])
+def column_schema(columns: list[tuple[str, str]], table: str | None = None) -> dg.TableSchema:
+    """The snapshot's columns, each with its description (``core/column_docs.py``) when ``table`` documents it."""
+    from envduels_dagster.core.column_docs import describe
+
+    return dg.TableSchema(columns=[dg.TableColumn(name, ctype, description=describe(table, name) if table else None)
+                                   for name, ctype in columns])
 
 
 class PublishedTableIOManager(dg.ConfigurableIOManager):
@@ -53,7 +57,7 @@ class PublishedTableIOManager(dg.ConfigurableIOManager):
             "publication": "staged: replaces the published snapshot once this materialization's checks pass",
             "snapshot_data_version": snap.data_version,
             "dagster/row_count": snap.row_count,
-            "dagster/column_schema": column_schema(snap.columns),
+            "dagster/column_schema": column_schema(snap.columns, table),
         })
 
     def settle(self, table: str, run_id: str, partition: str | None, passed: bool) -> dict[str, object]:

@@ -99,7 +99,7 @@ def test_the_code_location_matches_its_snapshot():
 def test_the_snapshot_names_every_area_and_the_published_sensors_and_schedules():
     snap = json.loads(SNAPSHOT.read_text())
     groups = {a["group"] for a in snap["assets"].values()}
-    assert groups == {"registry", "duel", "coevolution", "marts", "rankings", "training"}
+    assert groups == {"registry", "duel", "coevolution", "marts", "rankings", "training", "report"}
     assert set(snap["sensors"]) == {"envduels_requests", "envduels_automation"}
     assert set(snap["schedules"]) == set()  # stale partitions are found by envduels_requests
     assert snap["jobs"]["author_job"] == ["authored_environments"] and snap["jobs"]["pair_job"] == ["duel_episodes"]

@@ -136,9 +136,25 @@ def test_a_failed_stage_stops_its_request_and_a_successful_rerun_resumes_it(tmp_
     finish(instance, authors[1:], dg.DagsterRunStatus.FAILURE)
     runs, cursor, skip = tick(instance, cursor, quiet_resources)
     assert runs == [] and "1 open request" in skip.skip_message  # nothing downstream of the failure
+    request = authors[0].tags[REQUEST_TAG]
+    assert f"{request}: " in skip.skip_message and "stage 1/" in skip.skip_message and "failed" in skip.skip_message
     finish(instance, authors[1:])  # a re-execution from the UI keeps the tags
     runs, cursor, _ = tick(instance, cursor, quiet_resources)
     assert len(keys_of(runs, "pair_job", instance)) == 4
+
+
+def test_while_a_stage_runs_the_skip_reason_names_the_request_and_the_stage_it_waits_for(tmp_path, monkeypatch,
+                                                                                          quiet_resources):
+    registry = write_registry(tmp_path / "models.yaml", ["oracle", "novice"])
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
+    instance = dg.DagsterInstance.ephemeral()
+    authors, cursor, _ = tick(instance, resources=quiet_resources)
+    finish(instance, authors, dg.DagsterRunStatus.STARTED)  # launched by the daemon, still running
+    runs, cursor, skip = tick(instance, cursor, quiet_resources)
+    request = authors[0].tags[REQUEST_TAG]
+    assert runs == [] and skip.skip_message.startswith("1 open request(s), nothing to launch this tick: ")
+    assert f"{request}: " in skip.skip_message and "waiting for stage 1/" in skip.skip_message
+    assert "(authors round 0 (2 partitions))" in skip.skip_message
 
 
 def test_sensor_skips_with_reason_on_malformed_registry(tmp_path, monkeypatch, quiet_resources):

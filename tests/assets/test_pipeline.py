@@ -19,7 +19,10 @@ MODELS = ["oracle", "journeyman", "novice"]
 def pipeline(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipeline")
     registry = write_registry(tmp / "models.yaml", MODELS)
+    from envduels_dagster.resources import AuthorValueSettings
+
     resources = pipeline_resources(tmp, registry, envs_per_author=3, seeds=(0, 1, 2))
+    resources["value_settings"] = AuthorValueSettings(min_envs=2, n_boot=300)  # 3 slots per author: ranked
     instance = dg.DagsterInstance.ephemeral()
     materialize_all(instance, resources, log=lambda _m: None)
     return instance, resources, tmp / "warehouse.duckdb"
@@ -232,3 +235,65 @@ def test_lift_learning_checks_read_the_published_figures(pipeline):
             conn.execute("DELETE FROM lift_learning")
             conn.execute("INSERT INTO lift_learning SELECT * FROM lift_learning_kept")
             conn.execute("DROP TABLE lift_learning_kept")
+
+
+def test_the_pipelines_runs_are_the_projects_jobs_tagged_like_the_sensors(pipeline):
+    """Not anonymous __ephemeral_asset_job__ runs: each stage runs the job envduels_requests launches for it, with
+    the request, stage and (for runs that call a model) provider tags the README promises."""
+    from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
+    from envduels_dagster.run_coordinator import PROVIDER_TAG
+
+    instance, _, _ = pipeline
+    runs = [r for r in instance.get_runs() if r.tags.get("envduels/demo")]  # other tests here run by hand
+    assert runs and not [r.run_id for r in runs if r.job_name == "__ephemeral_asset_job__"]
+    assert {r.job_name for r in runs} >= {"author_job", "pair_job", "downstream_job", "learner_job", "studies_job",
+                                          "hardened_r1_job", "pairs_r1_job"}
+    assert len({r.tags[REQUEST_TAG] for r in runs}) == 1 and runs[0].tags[REQUEST_TAG].startswith("demo-")
+    stages = {r.tags["envduels/demo"]: r.tags[STAGE_TAG] for r in runs}
+    assert stages["registry"] == "0" and int(stages["studies"]) == len(stages) - 1
+    pair_runs = [r for r in runs if r.job_name == "pair_job"]
+    assert len(pair_runs) == len(MODELS) ** 2
+    assert all(r.tags[PROVIDER_TAG] == "envduels-sim" for r in pair_runs)  # the solver's provider (registry pool)
+    assert not [r for r in runs if r.job_name in ("downstream_job", "studies_job") and PROVIDER_TAG in r.tags]
+    for r in runs:  # the assets' checks ran in the same runs, as under the sensor (blocking ones gate publication)
+        if r.job_name in ("pair_job", "learner_job", "author_job"):
+            assert instance.all_logs(r.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION), r.job_name
+
+
+def test_the_product_tables_describe_every_column_in_definition_and_materialization(pipeline):
+    from envduels_dagster.definitions import build_definitions
+
+    instance, _, _ = pipeline
+    graph = build_definitions().resolve_asset_graph()
+    for name in ("training_set", "author_value", "rankings"):
+        spec_schema = graph.get(dg.AssetKey(name)).metadata["dagster/column_schema"]
+        assert all(c.description for c in spec_schema.columns), name
+        record = instance.fetch_materializations(dg.AssetKey(name), limit=1).records[0]
+        columns = record.asset_materialization.metadata["dagster/column_schema"].schema.columns
+        undocumented = [c.name for c in columns if not c.description]
+        assert columns and not undocumented, (name, undocumented)
+
+
+def test_the_experiment_report_answers_with_author_values_top_row(pipeline):
+    """The report's answer per learner is the author ranked 1 in table author_value; the heatmap has a cell per
+    pair of pair_lift's round 0; every pair has an episode page."""
+    import re
+
+    from envduels_dagster.settings import envduels_home
+
+    instance, _, db = pipeline
+    html = (envduels_home() / "reports" / "experiment" / "index.html").read_text()
+    shown = dict(re.findall(r'<tr class="answer" data-learner="([^"]+)" data-author="([^"]+)">', html))
+    top = dict(query(db, "SELECT learner, author FROM author_value WHERE rank = 1"))
+    assert shown == top and top  # (min_envs 2 in this fixture: authors are ranked)
+    learners = sorted(r[0] for r in query(db, "SELECT DISTINCT learner FROM author_value"))
+    assert sorted(re.findall(r'<tr class="answer" data-learner="([^"]+)"', html)) == learners
+    cells = set(re.findall(r'<g class="cell(?: self)?" data-author="([^"]+)" data-solver="([^"]+)"', html))
+    assert cells == set(query(db, "SELECT author, solver FROM pair_lift WHERE round = 0"))
+    pages = re.findall(r'<a class="episodes" href="(episodes/[^"]+)"', html)
+    assert len(pages) == len(MODELS) ** 2
+    assert all((envduels_home() / "reports" / "experiment" / p).is_file() for p in pages)
+    md = instance.fetch_materializations(dg.AssetKey("experiment_report"), limit=1).records[0].asset_materialization
+    assert md.metadata["report"].value.endswith("reports/experiment/index.html")
+    assert {r.data["learner"]: r.data["author"] for r in md.metadata["answers"].records} == {
+        learner: top.get(learner) for learner in learners}

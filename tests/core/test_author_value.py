@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.core.author_value import RANKED, SELF, author_value, learnable_probability
+from envduels_dagster.core.author_value import RANKED, SELF, UNPRICED, author_value, learnable_probability
 from envduels_dagster.core.costing import list_cost
+from envduels_dagster.core.value_chart import panel_scale, value_sentence, value_svg
 from envduels_dagster.core.warehouse import replace_rows
 
 SEEDS = [0, 1, 2, 3]
@@ -112,22 +113,55 @@ def test_when_cheap_is_not_cheap_the_better_writer_wins_and_a_share_cap_splits_t
     assert m.loc["(total)", "expected_learnable"] == pytest.approx(5 * 9.0 + 5 * 2.8)
 
 
-def test_an_unpriced_author_is_ranked_by_calls_and_never_shown_as_free():
+def test_one_unpriced_author_is_listed_apart_and_the_priced_ones_stay_ranked_per_dollar():
+    """Adding one model without a price must not switch the learner's ranking to per call (issue 32)."""
     envs, eps = warehouse(pricey_priced=False)
     table, mix = author_value(envs, eps, LEARNER, n_boot=300)
     t = table.set_index("author")
     assert not t.loc["pricey", "priced"] and pd.isna(t.loc["pricey", "per_usd"])
     assert pd.isna(t.loc["pricey", "author_cost_usd"]) and "no price" in t.loc["pricey", "price_note"]
+    assert (table["rank_basis"] == "per_usd").all()
+    assert t.loc["cheap", "status"] == RANKED and t.loc["cheap", "rank"] == 1
+    # pricey (900 per 1000 calls) would beat cheap (560) per call; it is listed apart, with its per-call interval
+    assert t.loc["pricey", "status"] == UNPRICED and pd.isna(t.loc["pricey", "rank"])
+    assert t.loc["pricey", "per_kcall"] == pytest.approx(900.0)
+    assert t.loc["pricey", "per_kcall_lower"] <= t.loc["pricey", "per_kcall_upper"]
+    assert mix["currency"].iloc[0] == "usd" and mix["author"].tolist() == ["cheap", "(total)"]
+    line = value_sentence(table, mix, LEARNER)
+    assert line.startswith(f"for {LEARNER} (ranked per dollar): cheap gives")
+    assert "No price, listed apart (per 1000 calls): pricey 900 [" in line
+
+
+def test_when_no_candidate_has_a_price_authors_are_ranked_per_call_never_as_free():
+    envs, eps = warehouse(pricey_priced=False)
+    envs.loc[envs["author"] == "cheap", "author_cost_usd"] = None
+    table, mix = author_value(envs, eps, LEARNER, n_boot=300)
+    t = table.set_index("author")
     assert (table["rank_basis"] == "per_kcall").all()
-    # per 1000 calls pricey (900) beats cheap (560)
-    assert t.loc["pricey", "rank"] == 1
+    assert t.loc["pricey", "rank"] == 1 and t.loc["cheap", "rank"] == 2  # 900 against 560 per 1000 calls
     assert mix["currency"].iloc[0] == "calls"
+    assert "(ranked per call: no author has a price)" in value_sentence(table, mix, LEARNER)
+
+
+def test_the_self_authored_row_never_sets_the_chart_scale():
+    envs, eps = warehouse()
+    table, _ = author_value(envs, eps, LEARNER, n_boot=200)
+    # the learner's own environments cost $0.001 each: 900 learnable per dollar, ten times any ranked author
+    assert table.set_index("author").loc[LEARNER, "per_usd"] == pytest.approx(900.0)
+    ranked_top = table.loc[table["status"] == RANKED, "per_usd_upper"].max()
+    assert panel_scale(table, "per_usd") == pytest.approx(ranked_top)
+    svg = value_svg(table, LEARNER)
+    assert "(off scale)" in svg and svg.count('class="bar clipped"') == 1
 
 
 def test_too_few_environments_say_insufficient_data():
+    import xml.etree.ElementTree as ET
+
     envs, eps = warehouse()
     table, mix = author_value(envs, eps, LEARNER, min_envs=5, n_boot=200)
     t = table.set_index("author")
+    labels = [e.text for e in ET.fromstring(value_svg(table, LEARNER)).iter("{http://www.w3.org/2000/svg}text")]
+    assert "pricey (n<min, n=4)" in labels  # well-formed SVG: the "<" is escaped
     assert t.loc["pricey", "status"] == "insufficient data" and pd.isna(t.loc["pricey", "rank"])
     assert t.loc["cheap", "status"] == RANKED and t.loc["cheap", "rank"] == 1
 

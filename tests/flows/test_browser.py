@@ -1,6 +1,6 @@
-"""The Dagster UI in a real browser: a small pipeline, `dagster dev`, headless Chromium.
+"""The Dagster UI and the experiment report in a real browser: a small pipeline, `dagster dev`, headless Chromium.
 
-Materializes 2 simulated models (1 environment each, 2 seeds) into a temporary persistent
+Materializes 2 simulated models (2 environments each, 2 seeds) into a temporary persistent
 ENVDUELS_HOME / DAGSTER_HOME, starts `dagster dev -w workspace.yaml` on 127.0.0.1 with
 those variables, and drives Debian's Chromium through Selenium (chromedriver from the
 `chromium-driver` package; nothing is downloaded) to check that the asset graph, the
@@ -64,7 +64,7 @@ def _materialize(home: Path, registry: Path) -> None:
         "from envduels_dagster.definitions import build_resources\n"
         "from envduels_dagster.resources import AuthorValueSettings, DuelSettings\n"
         "prepare_instance_home()\n"
-        "resources = build_resources(settings=DuelSettings(envs_per_author=1, benchmark_seeds=[0, 1],\n"
+        "resources = build_resources(settings=DuelSettings(envs_per_author=2, benchmark_seeds=[0, 1],\n"
         "                                                  check_min_matched_seeds=2),\n"
         "                            value_settings=AuthorValueSettings(min_envs=1, n_boot=200))\n"
         "with dg.DagsterInstance.get() as instance:\n"
@@ -99,12 +99,19 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory):
+def small_home(tmp_path_factory):
+    """(tmp, home, registry) of the small pipeline, materialized once for the module."""
     tmp = tmp_path_factory.mktemp("browser")
     home = tmp / "home"
     registry = tmp / "models.yaml"
     registry.write_text("models:\n" + "".join(f"  - name: {m}\n    model: envduels-sim/{m}\n" for m in MODELS))
     _materialize(home, registry)
+    return tmp, home, registry
+
+
+@pytest.fixture(scope="module")
+def ui(small_home):
+    tmp, home, registry = small_home
     port = _free_port()
     log = open(tmp / "dagster-dev.log", "w")
     proc = subprocess.Popen(
@@ -228,3 +235,59 @@ def test_author_value_chart_renders(ui, browser):
     size = browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight, "
                                   "arguments[0].complete];", images[0])
     assert size[0] > 300 and size[1] > 50 and size[2], f"chart image did not decode: {size}"
+
+
+def report_facts(driver) -> dict:
+    """What a reader of the open experiment report sees: the answer rows, heatmap cells, rank points, charts."""
+    from selenium.webdriver.common.by import By
+
+    return {
+        "answers": {r.get_attribute("data-learner"): r.get_attribute("data-author")
+                    for r in driver.find_elements(By.CSS_SELECTOR, "#answer tr.answer")},
+        "cells": {(c.get_attribute("data-author"), c.get_attribute("data-solver"))
+                  for c in driver.find_elements(By.CSS_SELECTOR, "#lift-heatmap g.cell")},
+        "cell_n": [c.get_attribute("data-n") for c in driver.find_elements(By.CSS_SELECTOR, "#lift-heatmap g.cell")],
+        "points": sorted(p.get_attribute("data-model")
+                         for p in driver.find_elements(By.CSS_SELECTOR, "#rank-scatter g.point")),
+        "charts": {d.get_attribute("data-learner"): len(d.find_elements(By.TAG_NAME, "svg"))
+                   for d in driver.find_elements(By.CSS_SELECTOR, "#author-value div.learner")},
+        "text": driver.find_element(By.TAG_NAME, "body").text,
+    }
+
+
+def screenshot_report(driver, report: Path, shot: Path) -> dict:
+    """Open the report file, wait for it to render, screenshot the whole page into ``shot``, return its facts."""
+    driver.get(report.as_uri())
+    deadline = time.time() + 60
+    while time.time() < deadline and "Which author should I pay" not in driver.find_element("tag name", "body").text:
+        time.sleep(0.5)
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1400, min(max(int(height) + 120, 800), 8000))
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(shot))
+    return report_facts(driver)
+
+
+def test_the_experiment_report_renders_and_answers_the_question(small_home, browser):
+    """The report from the pipeline's warehouse, opened from disk (no server, no network): the answer per learner
+    is author_value's top-ranked author, the heatmap has one cell per played pair with its n, the rank figure one
+    point per model with both ranks, and each learner has its author-value chart."""
+    import duckdb
+
+    _, home, _ = small_home
+    report = home / "reports" / "experiment" / "index.html"
+    assert report.is_file(), f"the pipeline wrote no report at {report}"
+    facts = screenshot_report(browser, report, ARTIFACTS / "experiment-report.png")
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as conn:
+        top = dict(conn.execute("SELECT learner, author FROM author_value WHERE rank = 1").fetchall())
+        learners = {r for (r,) in conn.execute("SELECT DISTINCT learner FROM author_value").fetchall()}
+        pairs = set(conn.execute("SELECT author, solver FROM pair_lift WHERE round = 0").fetchall())
+        n_envs = sorted(str(n) for (n,) in conn.execute("SELECT n_envs FROM pair_lift WHERE round = 0").fetchall())
+        ranked = sorted(m for (m,) in conn.execute(
+            "SELECT model FROM rankings WHERE solver_rank IS NOT NULL AND author_rank IS NOT NULL").fetchall())
+    assert top and all(facts["answers"][learner] == author for learner, author in top.items()), facts["answers"]
+    assert set(facts["answers"]) == learners
+    assert pairs and facts["cells"] == pairs and sorted(facts["cell_n"]) == n_envs  # pairs with a valid environment
+    assert ranked and facts["points"] == ranked
+    assert facts["charts"] == dict.fromkeys(learners, 1)
+    assert "Which author should I pay for my learner?" in facts["text"] and "Training sets" in facts["text"]

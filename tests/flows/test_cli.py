@@ -129,6 +129,26 @@ def test_play_json(cli_env, tmp_path):
     assert (Path(cli_env["ENVDUELS_HOME"]) / "cache" / "calls.sqlite").is_file()
 
 
+def test_play_transcript_without_json_prints_the_conversation(cli_env, tmp_path):
+    path = tmp_path / "parity.py"
+    path.write_text(GOOD)
+    out = envduels(cli_env, "play", path, "--model", "oracle", "--seed", "3", "--max-turns", "2", "--transcript")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "-- turn 1" and lines[1].startswith("obs: ") and any(x.startswith("act: ") for x in lines)
+    assert " after " in lines[-1] and "turn(s)" in lines[-1]
+
+
+def test_every_option_has_a_line_of_help_and_every_command_an_example(cli_env):
+    for command in ("validate", "play", "demo", "show", "report"):
+        out = envduels(cli_env, command, "--help")
+        assert out.returncode == 0 and "example" in out.stdout, command
+    demo = envduels(cli_env, "demo", "--help").stdout
+    assert "else 10" in demo and "else 8" in demo
+    play = envduels(cli_env, "play", "--help").stdout
+    assert "(default: 10)" in play and "--transcript" in play and "also print the conversation" in play
+
+
 @pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_play_unknown_model_is_a_usage_error(cli_env, tmp_path):
     path = tmp_path / "parity.py"

@@ -20,7 +20,7 @@ from typing import Any
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS, table_metadata, table_version
+from envduels_dagster.assets.shared import OWNERS, display_table, documented_schema, table_metadata, table_version
 from envduels_dagster.core.models.capabilities import skill_ranks
 from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
 from envduels_dagster.resources import DuelSettings
@@ -44,30 +44,31 @@ class ConvergenceConfig(dg.Config):
     seed: int = 0
 
 
+LEADERBOARD_COLUMNS = [
+    ("model", "string"), ("solver_rank", "float"), ("solver_rank_lower", "float"), ("solver_rank_upper", "float"),
+    ("solver_score", "float"), ("solver_score_ci_lower", "float"), ("solver_score_ci_upper", "float"),
+    ("solver_n_envs", "int"), ("author_rank", "float"), ("author_rank_lower", "float"),
+    ("author_rank_upper", "float"), ("author_score", "float"), ("author_score_ci_lower", "float"),
+    ("author_score_ci_upper", "float"), ("author_n_envs", "int"), ("design_score_corrected", "float"),
+    ("bt_strength", "float"), ("bt_strength_lower", "float"), ("bt_strength_upper", "float"),
+    ("bt_strength_population_lower", "float"), ("bt_strength_population_upper", "float"), ("duel_record", "string")]
+
+
 def leaderboard_table(table) -> dg.TableMetadataValue:
-    # the calibrated intervals: the scores' t intervals (the bootstrap ones are NULL below 30 environments per
-    # author), and the population bounds of the Bradley-Terry strengths beside the design's bootstrap interval
-    cols = [("model", "string"), ("solver_rank", "float"), ("solver_score", "float"), ("solver_score_ci_lower", "float"),
-            ("solver_score_ci_upper", "float"), ("author_rank", "float"), ("author_score", "float"),
-            ("author_score_ci_lower", "float"), ("author_score_ci_upper", "float"), ("design_score_corrected", "float"),
-            ("bt_strength", "float"), ("bt_strength_lower", "float"), ("bt_strength_upper", "float"),
-            ("bt_strength_population_lower", "float"), ("bt_strength_population_upper", "float"),
-            ("duel_record", "string")]
-    records = []
-    for r in table.to_dict("records"):
-        row = {c: (None if isinstance(r.get(c), float) and math.isnan(r[c]) else r.get(c)) for c, _ in cols[:-1]}
-        for c, kind in cols[:-1]:
-            if kind == "float" and row[c] is not None:
-                row[c] = round(float(row[c]), 3)
-        row["duel_record"] = f"{r['duel_wins']}-{r['duel_ties']}-{r['duel_losses']}"
-        records.append(dg.TableRecord(row))
-    schema = dg.TableSchema(columns=[dg.TableColumn(c, kind) for c, kind in cols])
-    return dg.MetadataValue.table(records, schema)
+    """The leaderboard as Chatbot Arena shows one: rank with its interval, score with its interval, and the
+    sample size, on one sortable table; every column described (``core/column_docs.py``), floats rounded for
+    display. The calibrated intervals: the scores' t intervals (the bootstrap ones are NULL below 30 environments
+    per author), and the population bounds of the Bradley-Terry strengths beside the bootstrap interval."""
+    rows = [{**r, "duel_record": f"{r['duel_wins']}-{r['duel_ties']}-{r['duel_losses']}"}
+            for r in table.to_dict("records")]
+    return display_table(rows, LEADERBOARD_COLUMNS, "rankings",
+                         descriptions={"duel_record": "Duels won-tied-lost (head to head over shared environments)."})
 
 
 @dg.asset(
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
     tags={"layer": "analysis"}, code_version="3", io_manager_key=PUBLISHED_IO_MANAGER_KEY,
+    metadata={"dagster/column_schema": documented_schema("rankings")},
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
                 "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
                 "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "

@@ -105,14 +105,21 @@ def _open_import_requests(context, book: RequestBook, roster: Roster, stamp: str
             book.add(plan_import(book.new_id(f"import-{stamp}"), partition, roster.solvers))
 
 
-def _advance(context, book: RequestBook, registry: Registry | None = None) -> list[dg.RunRequest]:
-    """Launch the next stage of every open request whose previous stage succeeded (pairs in batches)."""
+def _advance(context, book: RequestBook, registry: Registry | None = None,
+             notes: list[str] | None = None) -> list[dg.RunRequest]:
+    """Launch the next stage of every open request whose previous stage succeeded (pairs in batches).
+
+    ``notes`` receives one line per request that launches nothing this tick (the request id and the stage it
+    waits for, or the stage that failed): the tick's skip reason, shown in the UI's tick list."""
+    notes = notes if notes is not None else []
     runs: list[dg.RunRequest] = []
     providers = {m.name: m.provider for m in registry.models} if registry is not None else {}
     plans = book.plans()
     decisions = [next_step(plan, stage_statuses(context.instance, plan)) for plan in plans]
     for i, (plan, decision) in enumerate(zip(plans, decisions)):
         context.log.info(f"{plan.request_id}: {decision.message}")
+        if decision.action in ("wait", "failed"):
+            notes.append(f"{plan.request_id}: {decision.message}")
         if decision.action == "done":
             book.finish(plan.request_id)
         elif decision.action == "launch":
@@ -122,10 +129,19 @@ def _advance(context, book: RequestBook, registry: Registry | None = None) -> li
                 if any(d.stage is not None and p.stages[d.stage].kind in ("authors", "pairs")
                        for p, d in zip(plans[:i], decisions[:i])):
                     context.log.info(f"{plan.request_id}: the refresh waits for an earlier request's partitions")
+                    notes.append(f"{plan.request_id}: stage {decision.stage + 1}/{len(plan.stages)} ({stage.label}) "
+                                 "waits for an earlier request's partitions")
                     continue
                 book.refreshed_through = time.time()
             runs += stage_run_requests(plan, decision.stage, dimension_orders(context.instance), providers)
     return runs
+
+
+def skip_reason(open_requests: int, notes: list[str]) -> str:
+    """The tick list's line when nothing is launched: which request waits for which stage (or failed where)."""
+    if not open_requests:
+        return "no open request; nothing to launch this tick"
+    return f"{open_requests} open request(s), nothing to launch this tick: " + "; ".join(notes or ["(no stage due)"])
 
 
 def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
@@ -145,10 +161,10 @@ def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
         except RegistryError as exc:
             return dg.SkipReason(f"registry is invalid, nothing requested: {exc}")
         partition_requests = _open_requests(context, book, registry, roster, warehouse, settings, rounds)
-        runs = _advance(context, book, registry)
+        notes: list[str] = []
+        runs = _advance(context, book, registry, notes)
         if not runs and not partition_requests:
-            return dg.SensorResult(cursor=book.to_json(), skip_reason=dg.SkipReason(
-                f"{len(book.open)} open request(s); nothing to launch this tick"))
+            return dg.SensorResult(cursor=book.to_json(), skip_reason=dg.SkipReason(skip_reason(len(book.open), notes)))
         return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests,
                                cursor=book.to_json())
 

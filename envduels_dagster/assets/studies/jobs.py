@@ -3,5 +3,5 @@
 import dagster as dg
 
 studies_job = dg.define_asset_job(
-    "studies_job", selection=dg.AssetSelection.assets("lift_learning"),
-    description="The lift -> learning study over every learner.")
+    "studies_job", selection=dg.AssetSelection.assets("lift_learning", "experiment_report"),
+    description="The lift -> learning study over every learner, then the experiment report (the last stage).")

@@ -14,7 +14,14 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
-from envduels_dagster.assets.shared import AFTER_CHECKED_TRAINING_SET, OWNERS, markdown_table, table_metadata, utcnow
+from envduels_dagster.assets.shared import (
+    AFTER_CHECKED_TRAINING_SET,
+    OWNERS,
+    display_table,
+    documented_schema,
+    table_metadata,
+    utcnow,
+)
 from envduels_dagster.resources import DuelSettings, SandboxResource
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
 
@@ -24,6 +31,7 @@ from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver)],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"},
     io_manager_key=PUBLISHED_IO_MANAGER_KEY, code_version="3",
+    metadata={"dagster/column_schema": documented_schema("training_set")},
     description="Training set for one learner (partition): environments whose posterior probability of being "
                 "learnable (fails cold, passes hinted) reaches DuelSettings.training_admission_threshold (or the "
                 "fixed rule), ranked by lift, with a lift interval (the fitted and the uniform prior's 95% "
@@ -74,13 +82,33 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
             "rounds used": "each lineage's newest valid version, any round (a kept copy replaces its parent: "
                            "one environment counts once)",
             "categories": dg.MetadataValue.json(built.categories),
-            "excluded": dg.MetadataValue.md(
-                "noise: fails even with the hint; wasted: passes cold; plus environments below the admission "
-                "threshold and, unless configured, its own environments."),
-            "environments": dg.MetadataValue.md(markdown_table(
-                df[["rank", "env_id", "author", "n_seeds", "p_cold", "p_hint", "p_learnable", "lift_lower",
-                    "lift_upper"]])),
+            "excluded": dg.MetadataValue.md(excluded_summary(built, len(df))),
+            "environments": display_table(df.to_dict("records"), ENV_COLUMNS, "training_set"),
+            "not_admitted": display_table(built.excluded.to_dict("records") if built.excluded is not None else [],
+                                          EXCLUDED_COLUMNS, "training_set", descriptions=EXCLUDED_DOCS),
         })
+
+
+ENV_COLUMNS = [("rank", "int"), ("env_id", "string"), ("author", "string"), ("n_seeds", "int"), ("p_cold", "float"),
+               ("p_hint", "float"), ("lift", "float"), ("lift_lower", "float"), ("lift_upper", "float"),
+               ("p_learnable", "float"), ("hint", "string")]
+EXCLUDED_COLUMNS = [("env_id", "string"), ("author", "string"), ("category", "string"), ("n_seeds", "int"),
+                    ("p_cold", "float"), ("p_hint", "float"), ("lift", "float"), ("p_learnable", "float"),
+                    ("reason", "string")]
+EXCLUDED_DOCS = {"category": "As observed on the matched seeds: learnable (fails cold, passes hinted), noise "
+                             "(fails both) or wasted (passes cold at least once).",
+                 "reason": "Why the environment is not in the training set."}
+
+
+def excluded_summary(built, admitted: int) -> str:
+    """Where the learner's candidates went: admitted, and every other one counted by its reason."""
+    excluded = built.excluded
+    lines = [f"{built.considered} candidate environments (other authors'): **{admitted} admitted**."]
+    if excluded is not None and len(excluded):
+        for reason, n in excluded.groupby("reason").size().sort_values(ascending=False).items():
+            lines.append(f"* {int(n)} {reason}")
+    lines.append("\nIts own environments are not candidates unless DuelSettings.training_include_self_authored.")
+    return "\n".join(lines)
 
 
 @dg.asset(

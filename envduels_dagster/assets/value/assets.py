@@ -6,15 +6,19 @@ envduels_requests refreshes it in a request's "learners" stage (``learner_job``)
 core call (``core.author_value``), write ``author_value`` and ``author_value_mix``, render.
 """
 
-import math
-
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import by_solver, solver_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version
+from envduels_dagster.assets.shared import (
+    OWNERS,
+    display_table,
+    documented_schema,
+    table_metadata,
+    table_version,
+)
 from envduels_dagster.resources import AuthorValueSettings
 
 TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("rank_lower", "int"),
@@ -25,30 +29,32 @@ TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("
                  ("author_calls", "int"), ("eval_calls", "int"), ("price_note", "string")]
 
 
-def _cell(value):
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return None
-    try:
-        if value != value:  # pandas NA
-            return None
-    except TypeError:
-        return None
-    value = value.item() if hasattr(value, "item") else value
-    return round(value, 4) if isinstance(value, float) else value  # the table is read by people
+MIX_COLUMNS = [("author", "string"), ("currency", "string"), ("budget", "float"), ("share", "float"),
+               ("envs_to_write", "float"), ("expected_learnable", "float"), ("expected_lower", "float"),
+               ("expected_upper", "float")]
+MIX_DOCS = {"author": "An author of the best mix; (total) sums the mix.",
+            "currency": "usd, or calls when no ranked author has a price.",
+            "budget": "The part of the budget spent on this author (AuthorValueSettings).",
+            "share": "That part as a share of the budget (at most max_share).",
+            "envs_to_write": "Environment slots the budget buys from this author at its measured cost per slot.",
+            "expected_learnable": "Expected learnable environments for the learner from them.",
+            "expected_lower": "95% bootstrap lower bound of expected_learnable.",
+            "expected_upper": "95% bootstrap upper bound of expected_learnable."}
 
 
 def author_value_table(table) -> dg.TableMetadataValue:
-    schema = dg.TableSchema(columns=[dg.TableColumn(name, type) for name, type in TABLE_COLUMNS])
-    records = [dg.TableRecord({name: _cell(row[name]) for name, _ in TABLE_COLUMNS})
-               for row in table.to_dict("records")]
-    return dg.MetadataValue.table(records=records, schema=schema)
+    """The learner's rows, the answer first: ranked authors by rank, then the unranked ones (no price, self,
+    insufficient data) by author; every column described, floats rounded for display."""
+    rows = table.sort_values(["rank", "author"], na_position="last").to_dict("records")
+    return display_table(rows, TABLE_COLUMNS, "author_value")
 
 
 @dg.asset(
     partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver),
           dg.AssetDep(authored_environments, partition_mapping=dg.AllPartitionMapping())],
-    group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"}, code_version="2",
+    group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"}, code_version="3",
+    metadata={"dagster/column_schema": documented_schema("author_value")},
     description="For one learner (partition): per author, expected learnable environments per environment "
                 "written, per dollar and per 1000 authoring calls, with 95% intervals, validity rate and a rank "
                 "with its uncertainty; the best author mix for AuthorValueSettings' budget. "
@@ -76,15 +82,15 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
     answer = value_sentence(table, mix, learner)
     context.log.info(answer)
     versioned = table_version(warehouse, "author_value", "author_value_mix", where={"learner": learner})
-    return dg.MaterializeResult(data_version=versioned, metadata={
+    return dg.MaterializeResult(data_version=versioned, metadata={  # the headline answer first, details after
+        "answer": dg.MetadataValue.md(answer),
+        "chart": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
+        "author_value": author_value_table(table),
         **table_metadata(warehouse, "author_value", {"learner": learner}),
         "num_rows": len(table),
-        "answer": dg.MetadataValue.md(answer),
-        "author_value": author_value_table(table),
-        "chart": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
-        "projection": dg.MetadataValue.md(markdown_table(mix)),
+        "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, descriptions=MIX_DOCS),
         "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
     })
 
