@@ -10,13 +10,10 @@ messages.
 from __future__ import annotations
 
 import argparse
-import ast
-import asyncio
 import json
 import sys
-from pathlib import Path
-from typing import Literal
 
+from envduels_dagster.cli_envs import cmd_play, cmd_validate
 from envduels_dagster.cli_errors import UsageError  # re-exported: tests and commands raise it
 from envduels_dagster.cli_results import cmd_report, cmd_show
 
@@ -36,16 +33,11 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _find_class(source: str, path: Path) -> str:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ""
-    classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
-               and {"reset", "step"} <= {f.name for f in n.body if isinstance(f, ast.FunctionDef)}]
-    if len(classes) != 1:
-        raise UsageError(f"{path}: found {len(classes)} environment classes; name one with --class")
-    return classes[0]
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command and pointing at its --help."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"envduels: error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -55,13 +47,6 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
         if action.default in (None, False) or action.default is argparse.SUPPRESS:
             return action.help
         return super()._get_help_string(action)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the command and pointing at its --help."""
-
-    def error(self, message: str):
-        self.exit(EXIT_BAD_INPUT, f"envduels: error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
 
 def _int_in(low: int, high: int | None, what: str, span: str | None = None):
@@ -93,93 +78,6 @@ def _float_in(low: float, high: float | None, what: str):
 SEED = _int_in(0, 2**64 - 1, "seed", "0..2**64-1")  # unsigned 64-bit, as everywhere (protocol.Seed)
 MAX_TURNS = _int_in(1, 200, "--max-turns")
 PORT = _int_in(0, 65535, "port")
-
-
-def _load_specs(args: argparse.Namespace):
-    from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seeds_problem
-
-    if args.seed and (problem := seeds_problem(args.seed)) is not None:
-        raise UsageError(f"--seed: {problem}")
-    path = Path(args.path)
-    if path.is_dir():
-        return load_export(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file or directory; give an environment .py file or an export directory")
-    try:
-        source = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the source as UTF-8") from None
-    class_name = args.class_name or _find_class(source, path) or "Environment"
-    return [EnvironmentSpec(env_id=path.stem, author="local", class_name=class_name, max_turns=args.max_turns,
-                            source=source, hint=args.hint or "", benchmark_seeds=args.seed or list(DEFAULT_SEEDS))]
-
-
-def _cmd_validate(args: argparse.Namespace) -> int:
-    from envduels_dagster.core.export_format import ExportFormatError
-    from envduels_dagster.core.validation import validate_environment
-
-    try:
-        specs = _load_specs(args)
-    except ExportFormatError as exc:
-        # A malformed or tampered export is rejected input (exit 1, with the reason), not a usage error.
-        if args.json:
-            print(json.dumps({"env_id": None, "valid": False, "reason": str(exc), "winnability": "unproven"}))
-        else:
-            print(f"{args.path}: REJECTED: {exc}")
-        return 1
-    if not specs:  # an export that lists nothing validated "successfully" with no output (issue 33)
-        print(json.dumps({"env_id": None, "valid": False, "reason": "the export lists no environments",
-                          "winnability": "unproven"}) if args.json else f"{args.path}: REJECTED: the export lists "
-              "no environments")
-        return 1
-    results = [asyncio.run(validate_environment(s)) for s in specs]
-    for r in results:
-        out = {"env_id": r.env_id, "valid": r.valid, "reason": r.reject_reason, "winnability": r.winnability}
-        if args.json:
-            print(json.dumps(out))
-        else:
-            print(f"{r.env_id}: " + ("valid" if r.valid else f"REJECTED: {r.reject_reason}")
-                  + (f" (winnability {r.winnability})" if r.valid else ""))
-    return 0 if all(r.valid for r in results) else 1
-
-
-def _cmd_play(args: argparse.Namespace) -> int:
-    from envduels_dagster.core.episodes import play_episode
-    from envduels_dagster.core.models import Gateway
-    from envduels_dagster.core.registry import load_registry
-
-    registry = load_registry()
-    registry.get(args.model)
-    spec = _load_specs(argparse.Namespace(**{**vars(args), "seed": [args.seed_one]}))[0]
-    condition: Literal["cold", "hinted"] = "hinted" if spec.hint else "cold"
-    rec = asyncio.run(play_episode(Gateway(registry, _default_cache(), limiter=_default_limiter()), args.model, spec,
-                                   args.seed_one, condition))
-    if args.json:
-        print(json.dumps(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))
-    else:
-        if args.transcript:
-            from envduels_dagster.core.transcripts import turns
-
-            for k, turn in enumerate(turns(rec.transcript), 1):
-                print(f"-- turn {k}\nobs: {turn.observation}" + (f"\nact: {turn.action}" if turn.action else ""))
-        print(f"{rec.status} after {rec.turns} turn(s) ({rec.stop_reason}); format errors {rec.format_errors}"
-              + (f"; error: {rec.error}" if rec.error else ""))
-    return 0 if rec.status != "incomplete" else 1
-
-
-def _default_limiter():
-    from envduels_dagster.core.models import open_limiter
-    from envduels_dagster.settings import cache_location
-
-    return open_limiter(cache_location())
-
-
-def _default_cache():
-    from envduels_dagster.core.cache import open_call_cache
-    from envduels_dagster.settings import cache_location
-
-    return open_call_cache(cache_location())
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -298,8 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--registry-path", action="store_true", help="print the registry file in use")
     p.set_defaults(func=_cmd_models)
 
-    for name, func, helptext in (("validate", _cmd_validate, "validate an environment file or EnvDuels export"),
-                                 ("play", _cmd_play, "play one episode of an environment with a model")):
+    for name, func, helptext in (("validate", cmd_validate, "validate an environment file or EnvDuels export"),
+                                 ("play", cmd_play, "play one episode of an environment with a model")):
         example = ("envduels validate my_env.py --seed 0 --seed 1" if name == "validate" else
                    "envduels play my_env.py --model novice --hint 'the code is sorted' --transcript")
         p = add(name, help=helptext, description=helptext, epilog=f"example: {example}")
