@@ -1,4 +1,4 @@
-"""Benchmark: adaptive seed sampling (core/adaptive.py) against fixed 4-seed sampling.
+"""Benchmark: adaptive seed sampling (core/play/adaptive.py) against fixed 4-seed sampling.
 
     .venv/bin/python benchmarks/adaptive.py                      # the demo configuration and a larger run
     .venv/bin/python benchmarks/adaptive.py --runs demo --confidence 0.9 --max-seeds 8 --reference-seeds 16
@@ -40,8 +40,8 @@ RUNS = {"demo": 3, "large": 12}
 
 async def collect(gateway, names: list[str], envs_per_author: int, seeds_needed: int, concurrency: int):
     """Author environments, then play every (env, solver) on seeds 0..seeds_needed-1, memoized."""
-    from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.episodes import play_episode
+    from envduels_dagster.core.authoring.prompts import author_environments
+    from envduels_dagster.core.play.episode import play_episode
 
     envs = []
     for author in names:
@@ -66,7 +66,7 @@ async def collect(gateway, names: list[str], envs_per_author: int, seeds_needed:
 
 
 def evaluate(envs, names, results, policy, reference_seeds: int):
-    from envduels_dagster.core.adaptive import category, is_member, play_env_adaptive
+    from envduels_dagster.core.play.adaptive import category, is_member, play_env_adaptive
 
     rows = []
     for env in envs:
@@ -168,10 +168,10 @@ def main() -> int:
 
     from dataclasses import replace
 
-    from envduels_dagster.core.adaptive import AdaptivePolicy
-    from envduels_dagster.core.cache import CallCache
     from envduels_dagster.core.models import Gateway
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.call_cache import CallCache
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.play.adaptive import AdaptivePolicy
 
     policy = AdaptivePolicy(target=args.target)
     if args.confidence is not None:

@@ -28,7 +28,7 @@ import asyncio, json, os, resource, sys, time
 import envduels_dagster  # run from a directory outside both checkouts: PYTHONPATH's checkout is the one measured
 assert envduels_dagster.__file__.startswith(os.environ["PYTHONPATH"]), envduels_dagster.__file__
 from envduels_dagster.core.models import Gateway, RetryPolicy
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.core.models.litellm_backend import litellm_module
 
 litellm_module()

@@ -14,7 +14,7 @@ So every pair's population lift is delta (0.2): every duel is null (both sides e
 score is delta, a solver's cold score is mean_a(E[b] + shift_a) + skill_s over the other authors, and an
 author's design score (shift invariant) is disc(skills of its peers), its seed-noise-free value.
 The warehouse goes through the product's own code paths: the dbt marts via the Dagster asset (``dbt build``
-on a temporary DuckDB file), ``core.stats.pair_lift`` (the Python bootstrap) and ``core.rankings``.
+on a temporary DuckDB file), ``core.stats.pair_lift`` (the Python bootstrap) and ``core.rankings.leaderboard``.
 Printed: coverage of every interval (share of intervals containing the truth), its mean width, the
 false-decision rate of the null duels, the mean bias of the design score; n = intervals checked. Then the
 tournament table (Bradley-Terry, zeta, cyclic triads, role rho) of ``benchmarks/calibration_tournament.py``.
@@ -143,12 +143,12 @@ def tournament_admission_rows(envs: int, episodes: pd.DataFrame, true_rates: pd.
                               thresholds=(0.5, 0.8)) -> list[dict]:
     """Expected vs realised false admissions of the product's training sets on the tournament warehouses.
 
-    Through ``core.training_set.build_training_set`` itself (what the ``training_set`` asset runs): each
+    Through ``core.training.training_set.build_training_set`` itself (what the ``training_set`` asset runs): each
     4-model tournament is one warehouse (the joint prior is fitted on its peer rows), each model a learner.
     Expected = the sum of 1 - p_learnable over the admitted rows (the figure the asset's metadata reports);
     realised = admitted rows whose true rates are not learnable (true p_cold > cold_ceiling or true p_hint <
     min_hint), counted against the generator's truth."""
-    from envduels_dagster.core.training_set import TrainingRule, build_training_set
+    from envduels_dagster.core.training.training_set import TrainingRule, build_training_set
 
     truth = true_rates.set_index(["env_id", "solver"])
     ids = episodes["env_id"].unique()
@@ -191,7 +191,7 @@ MIXTURE = (  # category share, p_cold range, p_hint range: learnable environment
 
 def admission_mixture_rows(rows_per_warehouse: int, seeds: int, reps: int = 20) -> dict:
     """Admission on a generator where learnable (environment, learner) rows are a cluster, as in the simulation
-    (wasted / noise / learnable / borderline), through core.training_set's estimator; one prior per warehouse."""
+    (wasted / noise / learnable / borderline), through core.training.training_set's estimator; one prior per warehouse."""
     from envduels_dagster.core.stats import admits
     from envduels_dagster.core.stats.joint_admission import (
         false_admission_bound,
@@ -228,7 +228,7 @@ def build_warehouse(db: Path, episodes: pd.DataFrame) -> None:
     from dagster_duckdb import DuckDBResource
 
     from envduels_dagster.assets.marts.dbt import build_dbt_marts, dbt_resource
-    from envduels_dagster.core.warehouse import ensure_schema
+    from envduels_dagster.core.storage.warehouse import ensure_schema
 
     episodes = episodes.assign(is_self_pair=episodes["author"] == episodes["solver"], round=0)
     envs = episodes.drop_duplicates("env_id")[["env_id", "author"]].assign(
@@ -260,7 +260,7 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
     the same draws and marts, without the Python pair_lift bootstrap and the admission figures)."""
     import duckdb
 
-    from envduels_dagster.core.rankings import T_MIN_ENVS, compute_rankings, withhold_uncalibrated_t
+    from envduels_dagster.core.rankings.leaderboard import T_MIN_ENVS, compute_rankings, withhold_uncalibrated_t
     from envduels_dagster.core.stats import pair_lift
 
     rng = np.random.default_rng(seed + envs)
@@ -353,7 +353,7 @@ def main() -> int:
     parser.add_argument("--no-tournament", action="store_true",
                         help="skip the tournament table (BT, zeta, triads, role rho: benchmarks/calibration_tournament.py)")
     parser.add_argument("--rankings-only", action="store_true",
-                        help="only the dbt marts and the rankings' intervals (core.rankings.compute_rankings on the "
+                        help="only the dbt marts and the rankings' intervals (core.rankings.leaderboard.compute_rankings on the "
                              "same draws; no Python pair_lift bootstrap, no admission figures)")
     parser.add_argument("--tournament-groups", type=int, default=100, help="5-model warehouses per size")
     args = parser.parse_args()
@@ -397,7 +397,7 @@ def tournament_tables(args) -> int:
     df.insert(df.columns.get_loc("coverage") + 1, "se",
               np.sqrt(df["coverage"] * (1 - df["coverage"]) / shown.where(shown > 0)))
     if not adm.empty:
-        print("\ntraining_set admission on the tournament warehouses (core.training_set.build_training_set, each "
+        print("\ntraining_set admission on the tournament warehouses (core.training.training_set.build_training_set, each "
               "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
     for r in adm.itertuples(index=False):
         print(f"  {r.envs:2d} envs/author, {r.note}")

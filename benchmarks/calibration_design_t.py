@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/calibration_design_t.py [--seeds 4 8] [--reps 5000]
 
 Why: ``benchmarks/calibration.py`` measures ``design_score_corrected_ci_*`` at a few sizes with 400 intervals
-a cell (dbt marts, ``core.rankings``); this sweeps every size from 3 to 60 with 20,000 intervals a cell
+a cell (dbt marts, ``core.rankings.leaderboard``); this sweeps every size from 3 to 60 with 20,000 intervals a cell
 (SE ~0.002) on the same generator (an author's environments: base rate U(0.05, 0.30) + shift, its three peers'
 cold rates base + skill, skills 0 / .05 / .10 / .15, ``seeds`` Bernoulli draws each), without dbt: the
 per-environment values are ``core.stats.discrimination.corrected_discrimination_rows`` and the interval is

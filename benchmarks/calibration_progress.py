@@ -1,4 +1,4 @@
-"""Calibration of the skill -> improvement interval (``core.progress.skill_change_interval``; issue 16).
+"""Calibration of the skill -> improvement interval (``core.rankings.progress.skill_change_interval``; issue 16).
 
     .venv/bin/python benchmarks/calibration_progress.py [--envs 3 5 8 16] [--reps 200] [--n-boot 400]
 
@@ -26,8 +26,8 @@ def coverage(envs: int, reps: int, n_boot: int, seed: int = 0, bands=None, gain_
              ) -> dict[str, dict[str, float]]:
     """Coverage as published; with ``bands`` (reliability cut-offs) also the coverage of the interval computed
     regardless of the reliability and pair rules, among replicates whose reliability is at least each cut-off."""
-    from envduels_dagster.core import progress as prog
-    from envduels_dagster.core.progress import progress_table, skill_change_interval, skill_vs_change
+    from envduels_dagster.core.rankings import progress as prog
+    from envduels_dagster.core.rankings.progress import progress_table, skill_change_interval, skill_vs_change
     from tests.helpers.synthetic_progress import HINT_GAIN, population_rho, two_round_tournament
 
     truth = population_rho()
@@ -70,7 +70,7 @@ def coverage(envs: int, reps: int, n_boot: int, seed: int = 0, bands=None, gain_
 def per_author_coverage(envs: int, reps: int, seed: int = 0) -> dict[str, dict[str, float]]:
     """Coverage of each author's published change interval (``progress_table``: a t interval over its lineage
     pairs) of its true change: hint = the planted HINT_GAIN, design = ``design_truth`` (Monte Carlo)."""
-    from envduels_dagster.core.progress import progress_table
+    from envduels_dagster.core.rankings.progress import progress_table
     from tests.helpers.synthetic_progress import HINT_GAIN, design_truth, two_round_tournament
 
     truth = {"hint": HINT_GAIN, "design": design_truth()}

@@ -1,5 +1,5 @@
 """Calibration of the rankings' bootstrap rank intervals (solver_rank, author_rank) and, beside them, the author
-score's bootstrap and t intervals, through ``core.rankings.compute_rankings``. Issue 16.
+score's bootstrap and t intervals, through ``core.rankings.leaderboard.compute_rankings``. Issue 16.
 
     .venv/bin/python benchmarks/calibration_ranks.py [--envs 3 6 12 30] [--groups 40] [--n-boot 500]
 
@@ -31,8 +31,8 @@ LIFT = 0.1  # author a's hints lift by LIFT + QUALITY[a]: calibration.DELTA + (L
 def run(envs_list: list[int], groups: int, seeds: int, n_boot: int, domains: int = 1) -> pd.DataFrame:
     import calibration as cal
 
-    from envduels_dagster.core import rankings as rk
-    from envduels_dagster.core.rankings_tournament import duels_from_stats
+    from envduels_dagster.core.rankings import leaderboard as rk
+    from envduels_dagster.core.rankings.tournament import duels_from_stats
     from envduels_dagster.core.stats import env_solver_stats
     from envduels_dagster.core.stats.ranks import rank_desc
 

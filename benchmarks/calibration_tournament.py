@@ -1,5 +1,5 @@
 """Calibration of the tournament intervals: Bradley-Terry strengths, Kendall's zeta, cyclic triads and the role
-correlation, through ``core.rankings.compute_rankings`` (the code the ``rankings`` asset runs). Issue 16.
+correlation, through ``core.rankings.leaderboard.compute_rankings`` (the code the ``rankings`` asset runs). Issue 16.
 
     .venv/bin/python benchmarks/calibration_tournament.py [--envs 3 6 12 30] [--groups 100] [--n-boot 1000]
 
@@ -12,7 +12,7 @@ with known population values:
   that puts models 0 > 1 > 2 > 0 in a cycle; ``seeds`` paired Bernoulli seeds per (e, s).
 
 env_solver_stats rows are the mart's per-environment means; the duels are the mart's Welch rule
-(``core.rankings_tournament.duels_from_stats``, equal to the dbt mart: tests/assets/test_marts.py). Two truths:
+(``core.rankings.tournament.duels_from_stats``, equal to the dbt mart: tests/assets/test_marts.py). Two truths:
 
 * **population**: every duel decided by the sign of its population lift difference H_a + C_ab - H_b - C_ba
   (what "a's environments help more" means), BT with the same prior on that tournament, its zeta, and the
@@ -20,7 +20,7 @@ env_solver_stats rows are the mart's per-environment means; the duels are the ma
 * **design**: the mean of the point estimate over ``--truth-draws`` independent warehouses of the same size
   (what the benchmark's decisions give on average at this scale).
 
-The ``*_population`` figures are the simultaneous sign-set bounds (``core.rankings_population``), whose target
+The ``*_population`` figures are the simultaneous sign-set bounds (``core.rankings.population``), whose target
 is the population tournament; the others are the environment-bootstrap intervals, whose target is the design's.
 """
 
@@ -80,8 +80,8 @@ def population_truth() -> dict:
 
 
 def one(rng, envs: int, seeds: int, n_boot: int, seed: int) -> tuple[pd.DataFrame, pd.Series, float]:
-    from envduels_dagster.core.rankings import compute_rankings
-    from envduels_dagster.core.rankings_tournament import duels_from_stats
+    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.tournament import duels_from_stats
 
     stats = draw_stats(rng, envs, seeds)
     duels = duels_from_stats(stats)

@@ -13,7 +13,7 @@ from calibration import tournament, tournament_admission_rows
 
 def training_set_table(args) -> int:
     """Expected, realised and upper false admissions per size and threshold, printed."""
-    print("training_set admission on the tournament warehouses (core.training_set.build_training_set, each "
+    print("training_set admission on the tournament warehouses (core.training.training_set.build_training_set, each "
           "tournament one warehouse, every model a learner; truth: true p_cold <= 0.25 and true p_hint >= 0.5):")
     for envs in args.envs:
         rng = np.random.default_rng(args.seed + envs)

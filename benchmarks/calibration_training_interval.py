@@ -10,7 +10,7 @@ population is what is published, and ``training_set`` publishes only admitted ro
 data, so a posterior interval is calibrated on them only if the prior is right). Each warehouse is one
 ``models``-model tournament (every model authors ``envs`` environments and solves the others'), so the
 prior is fitted on models * envs * (models - 1) peer rows (200 at the demo's 5 models x 10 environments).
-Every learner's set goes through ``core.training_set.build_training_set`` (what the ``training_set`` asset
+Every learner's set goes through ``core.training.training_set.build_training_set`` (what the ``training_set`` asset
 runs). Generators:
 
 * ``lift``: the tournament of ``calibration.py`` widened to ``models`` models (base cold rate U(.05, .30) +
@@ -90,7 +90,7 @@ def measure(generator: str, models: int, envs: int, seeds: int, warehouses: int,
     """Coverage of the published interval on admitted rows (through build_training_set) and on all rows."""
     from envduels_dagster.core.stats import env_solver_stats
     from envduels_dagster.core.stats import joint_admission as ja
-    from envduels_dagster.core.training_set import build_training_set
+    from envduels_dagster.core.training.training_set import build_training_set
 
     t0 = time.perf_counter()
     adm_cov, adm_shown, all_cov, all_shown, widths, prior_rows = [], 0, [], 0, [], []

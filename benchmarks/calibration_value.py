@@ -1,5 +1,5 @@
 """Calibration of the author-value intervals (``per_env``, ``per_usd``, ``per_kcall``, ``rank``) through
-``core.author_value.author_value``, the function the ``author_value`` asset runs. Issue 16.
+``core.value.author_value.author_value``, the function the ``author_value`` asset runs. Issue 16.
 
     .venv/bin/python benchmarks/calibration_value.py [--envs 3 6 12 30] [--groups 200] [--seeds 8]
 
@@ -79,7 +79,7 @@ def warehouse(rng: np.random.Generator, envs: int, seeds: int) -> tuple[pd.DataF
 
 def value_tables(envs: int, groups: int, seeds: int, n_boot: int, rng_seed: int, **options):
     """``author_value``'s (table, mix) on each of ``groups`` synthetic warehouses of ``envs`` slots per author."""
-    from envduels_dagster.core.author_value import author_value
+    from envduels_dagster.core.value.author_value import author_value
 
     rng = np.random.default_rng(rng_seed)
     for g in range(groups):

@@ -55,8 +55,8 @@ def main() -> int:
 
     from envduels_dagster.core.models.contract import SolveRequest
     from envduels_dagster.core.models.litellm_backend import litellm_call, litellm_module, wire_request
+    from envduels_dagster.core.models.registry import ModelEntry
     from envduels_dagster.core.models.types import BackendCall
-    from envduels_dagster.core.registry import ModelEntry
 
     litellm = litellm_module()
     server, base = start_server(args.latency_ms)

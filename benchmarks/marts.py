@@ -76,7 +76,7 @@ def main() -> int:
 
     prepare_manifest()
     dbt_marts = build_dbt_marts()
-    from envduels_dagster.core.warehouse import ensure_schema
+    from envduels_dagster.core.storage.warehouse import ensure_schema
 
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="envduels-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

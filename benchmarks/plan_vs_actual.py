@@ -50,11 +50,11 @@ def write_registry(path: Path, base: str, config: str) -> None:
 
 async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, after_authoring=None) -> None:
     """Author, harden and play as the pipeline does (core functions of the assets), storing every row."""
-    from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.episodes import play_pair
-    from envduels_dagster.core.hardening import harden_author
-    from envduels_dagster.core.plan import planned_pairs
-    from envduels_dagster.core.warehouse import environments_frame, episodes_frame, read_table, replace_rows
+    from envduels_dagster.core.authoring.hardening import harden_author
+    from envduels_dagster.core.authoring.prompts import author_environments
+    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.requests.plan import planned_pairs
+    from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, read_table, replace_rows
 
     now = datetime.now()
     envs = {a: await author_environments(gw, a, k, list(range(seeds))) for a in registry.authors}
@@ -78,18 +78,18 @@ async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, af
 def main() -> int:
     import duckdb
 
-    from envduels_dagster.core.budget import BudgetLedger, caps_for
-    from envduels_dagster.core.cache import CallCache
     from envduels_dagster.core.models import Gateway
-    from envduels_dagster.core.plan import PlanSettings, plan_experiment
-    from envduels_dagster.core.plan_report import (
+    from envduels_dagster.core.models.budget import BudgetLedger, caps_for
+    from envduels_dagster.core.models.call_cache import CallCache
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
+    from envduels_dagster.core.requests.plan_report import (
         actual_from_warehouse,
         authored_environments,
         compare_rows,
         format_compare,
         measured_rates,
     )
-    from envduels_dagster.core.registry import load_registry
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", choices=sorted(CONFIGS), default="learner")

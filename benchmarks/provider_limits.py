@@ -36,7 +36,7 @@ WORKER = """
 import asyncio, json, sys, time
 from envduels_dagster.core.models import Gateway, MemoryLimiter, RetryPolicy
 from envduels_dagster.core.models.limits import SqliteLimiter
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 
 registry_path, limiter_path, calls, start_at, index = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 limiter = SqliteLimiter(limiter_path) if limiter_path != "-" else MemoryLimiter()

@@ -31,8 +31,8 @@ def main() -> int:
     from dagster_duckdb import DuckDBResource
 
     from envduels_dagster.assets.marts.assets import rankings
-    from envduels_dagster.core.rankings import compute_rankings
-    from envduels_dagster.core.rankings_tournament import duels_from_stats
+    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.tournament import duels_from_stats
     from envduels_dagster.resources import DuelSettings
     from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
 

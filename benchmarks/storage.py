@@ -8,7 +8,7 @@ process (as Dagster runs are) and replaces one pair's rows of ``episodes`` per c
 rows meanwhile and checks that every pair holds 0 or exactly ``rows`` rows (nothing half-written).
 
 * ``embedded`` -- the DuckDB file: one writer at a time, so a writer retries opening the file;
-* ``ducklake`` -- DuckLake, catalog in Postgres, Parquet data (``core/storage.py``), conflicts retried;
+* ``ducklake`` -- DuckLake, catalog in Postgres, Parquet data (``core/storage/location.py``), conflicts retried;
 * ``postgres`` -- a plain Postgres table (psycopg2; the dbt-postgres option).
 
 A local Postgres server (tests/helpers/postgres.py, fsync on) serves the last two.
@@ -32,7 +32,7 @@ import pandas as pd  # noqa: E402
 
 
 def frame(author: str, solver: str, rows: int, commit: int) -> pd.DataFrame:
-    from envduels_dagster.core.warehouse import _columns
+    from envduels_dagster.core.storage.warehouse import _columns
 
     now = dt.datetime.now()
     recs = [{"env_id": f"{author}-e{i % 3}", "author": author, "solver": solver, "round": 0,
@@ -45,7 +45,7 @@ def frame(author: str, solver: str, rows: int, commit: int) -> pd.DataFrame:
 
 
 def _open(kind: str, target: str, data_path: str):
-    from envduels_dagster.core.storage import Warehouse
+    from envduels_dagster.core.storage.location import Warehouse
 
     if kind == "embedded":
         import duckdb
@@ -62,13 +62,13 @@ def _open(kind: str, target: str, data_path: str):
 
 
 def writer(kind: str, target: str, data_path: str, w: int, commits: int, rows: int, out) -> None:
-    from envduels_dagster.core import storage
-    from envduels_dagster.core.warehouse import replace_rows
+    from envduels_dagster.core.storage import location as storage
+    from envduels_dagster.core.storage.warehouse import replace_rows
 
     messages: list[str] = []
     retry = storage.retry_conflicts
     storage.retry_conflicts = lambda work, **kw: retry(work, on_conflict=lambda _a, e: messages.append(str(e)[:160]), **kw)
-    import envduels_dagster.core.warehouse as warehouse_module
+    import envduels_dagster.core.storage.warehouse as warehouse_module
 
     warehouse_module.retry_conflicts = storage.retry_conflicts
     start = time.perf_counter()
@@ -131,7 +131,7 @@ def reader(kind: str, target: str, data_path: str, rows: int, stop, out) -> None
 
 
 def prepare(kind: str, target: str, data_path: str) -> None:
-    from envduels_dagster.core.warehouse import SCHEMA, ensure_schema
+    from envduels_dagster.core.storage.warehouse import SCHEMA, ensure_schema
 
     if kind == "postgres":
         import psycopg2

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/storage_dbt.py [--models 10] [--envs-per-author 20]
 
 Why: the shared profile's warehouse choice (docs/DECISIONS.md) weighs what dbt costs on it. Same
-synthetic warehouse as benchmarks/marts.py, written through core/warehouse.py into each store, then
+synthetic warehouse as benchmarks/marts.py, written through core/storage/warehouse.py into each store, then
 the dbt CLI (models + tests) with the profile's target, as the Dagster asset runs it.
 """
 
@@ -27,8 +27,8 @@ def main() -> None:
     parser.add_argument("--envs-per-author", type=int, default=20)
     args = parser.parse_args()
     from benchmarks.marts import synthetic
-    from envduels_dagster.core.storage import Warehouse
-    from envduels_dagster.core.warehouse import ensure_schema
+    from envduels_dagster.core.storage.location import Warehouse
+    from envduels_dagster.core.storage.warehouse import ensure_schema
     from tests.helpers.postgres import LocalPostgres
 
     episodes, environments, registry = synthetic(args.models, args.envs_per_author, 4)
@@ -46,7 +46,7 @@ def main() -> None:
                 conn.unregister("df")
             t_load = time.perf_counter() - t0
             conn.close()
-            from envduels_dagster.core import storage
+            from envduels_dagster.core.storage import location as storage
 
             storage.close_all()
             env = {**os.environ, "ENVDUELS_WAREHOUSE": wh.location, "ENVDUELS_LAKE_DATA": wh.data_path,

@@ -68,7 +68,7 @@ def write_registry(path: Path, base: str, solver: str, author: str, backend: str
 
 
 async def author_specs(gateway, author: str, count: int):
-    from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.authoring.prompts import author_environments
 
     return [s for s in await author_environments(gateway, author, count, [0, 1, 2, 3]) if s.valid]
 
@@ -93,14 +93,14 @@ def main() -> int:
     if args.episodes % args.concurrency:
         print(f"warning: E={args.episodes} is not a multiple of C={args.concurrency}", file=sys.stderr)
 
-    from envduels_dagster.core.cache import CallCache
     from envduels_dagster.core.models import fast_client
+    from envduels_dagster.core.models.call_cache import CallCache
 
     if args.http == "aiohttp":
         fast_client._httptools_available = lambda: False
-    from envduels_dagster.core.episodes import play_pair
     from envduels_dagster.core.models import Gateway, RetryPolicy
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.play.episode import play_pair
 
     workdir = Path(tempfile.mkdtemp(prefix="envduels-throughput-"))
     server, base = start_server(args.latency_ms)

@@ -32,7 +32,7 @@ def load_training_set(learner: str, home: str | Path | None = None, verify: bool
     """The learner's latest training rows (``train.parquet``), checked against their hashes by default."""
     import pandas as pd
 
-    from envduels_dagster.core.training_export import verify_export
+    from envduels_dagster.core.training.export import verify_export
 
     root = latest_export_dir(learner, home)
     if verify:

@@ -21,7 +21,7 @@ EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from envduels_dagster.core.registry import load_registry, registry_path
+    from envduels_dagster.core.models.registry import load_registry, registry_path
 
     if args.registry_path:
         print(registry_path())
@@ -84,15 +84,15 @@ def _cmd_import(args: argparse.Namespace) -> int:
     """Import an EnvDuels export through Dagster: checked here first (bad input: exit 2, nothing written), then
     staged under ENVDUELS_HOME and materialized by an ``import_job`` run as author partition ``import:<name>``.
     An export holding several authors' environments makes one import per author (``import:<dir>.<author>``,
-    ``core/imports.import_groups``); ``--author NAME`` imports everything as one."""
-    from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.imports import (
+    ``core/authoring/imports.import_groups``); ``--author NAME`` imports everything as one."""
+    from envduels_dagster.core.authoring.imports import (
         ImportInputError,
         import_groups,
         import_partition,
         namespaced,
         stage_export,
     )
+    from envduels_dagster.core.training.format import load_export
     from envduels_dagster.importing import run_import
     from envduels_dagster.settings import envduels_home
 

@@ -29,8 +29,8 @@ def find_class(source: str, path: Path) -> str:
 
 
 def load_specs(args: argparse.Namespace):
-    from envduels_dagster.core.export_format import load_export
     from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seeds_problem
+    from envduels_dagster.core.training.format import load_export
 
     if args.seed and (problem := seeds_problem(args.seed)) is not None:
         raise UsageError(f"--seed: {problem}")
@@ -49,8 +49,8 @@ def load_specs(args: argparse.Namespace):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from envduels_dagster.core.export_format import ExportFormatError
-    from envduels_dagster.core.validation import validate_environment
+    from envduels_dagster.core.authoring.validation import validate_environment
+    from envduels_dagster.core.training.format import ExportFormatError
 
     try:
         specs = load_specs(args)
@@ -78,9 +78,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from envduels_dagster.core.episodes import play_episode
     from envduels_dagster.core.models import Gateway
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.play.episode import play_episode
 
     registry = load_registry()
     registry.get(args.model)
@@ -92,7 +92,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         print(json.dumps(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))
     else:
         if args.transcript:
-            from envduels_dagster.core.transcripts import turns
+            from envduels_dagster.core.play.transcripts import turns
 
             for k, turn in enumerate(turns(rec.transcript), 1):
                 print(f"-- turn {k}\nobs: {turn.observation}" + (f"\nact: {turn.action}" if turn.action else ""))
@@ -109,7 +109,7 @@ def default_limiter():
 
 
 def default_cache():
-    from envduels_dagster.core.cache import open_call_cache
+    from envduels_dagster.core.models.call_cache import open_call_cache
     from envduels_dagster.settings import cache_location
 
     return open_call_cache(cache_location())

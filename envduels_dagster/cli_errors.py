@@ -28,12 +28,12 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
     """(message, exit code) for ``exc`` raised by the command in ``args``."""
     from pydantic import ValidationError
 
-    from envduels_dagster.core.export_format import ExportFormatError
-    from envduels_dagster.core.imports import ImportInputError
-    from envduels_dagster.core.registry import RegistryError
-    from envduels_dagster.core.replies import AuthorReplyError
-    from envduels_dagster.core.training_export import ExportIntegrityError
-    from envduels_dagster.core.warehouse import WarehouseMigrationError
+    from envduels_dagster.core.authoring.imports import ImportInputError
+    from envduels_dagster.core.authoring.reply_parsing import AuthorReplyError
+    from envduels_dagster.core.models.registry import RegistryError
+    from envduels_dagster.core.storage.warehouse import WarehouseMigrationError
+    from envduels_dagster.core.training.export import ExportIntegrityError
+    from envduels_dagster.core.training.format import ExportFormatError
 
     command = getattr(args, "command", "?")
     text = " ".join(str(exc).split())  # one line, whatever the exception carried
@@ -41,7 +41,7 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
         return text, EXIT_BAD_INPUT
     if type(exc).__name__ == "SettingsError":  # resources/duel_settings.py: a bad ENVDUELS_* size
         return f"settings: {text}", EXIT_BAD_INPUT
-    if type(exc).__name__ == "BudgetError":  # core/budget.py: a cap that cannot be used
+    if type(exc).__name__ == "BudgetError":  # core/models/budget.py: a cap that cannot be used
         return f"budget: {text}", EXIT_BAD_INPUT
     if isinstance(exc, RegistryError):
         return f"registry error: {text}", EXIT_BAD_INPUT

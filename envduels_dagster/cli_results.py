@@ -27,7 +27,7 @@ def _read_warehouse():
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print an environment's or a pair's episodes: cold and hinted of each seed side by side, turn by turn."""
-    from envduels_dagster.core.transcripts import load, side_by_side_text
+    from envduels_dagster.core.play.transcripts import load, side_by_side_text
 
     with _read_warehouse() as conn:
         try:

@@ -15,7 +15,7 @@ layout, partition expression, schema, where the files live). It declares our ass
     defs = dg.Definitions(assets=[consumer.TRAINING_SET, my_filtered_set], resources=consumer.resources())
 
 Same instance, same ENVDUELS_HOME (or ``resources(root=...)``): the rows are the read-only snapshots the
-producer published (``core/publication.py``), so reading never waits for, or blocks, a running pipeline.
+producer published (``core/training/publication.py``), so reading never waits for, or blocks, a running pipeline.
 A snapshot is published only once the materialization's checks passed (write-audit-publish): a set that
 fails them never replaces the last passing one, so readers see only sets that passed.
 Each row carries ``run_id`` and ``data_version``; ``published_row_schema()`` is their JSON Schema.
@@ -53,7 +53,7 @@ def resources(root: str = "") -> dict[str, object]:
 
 
 def published_row_schema() -> dict:
-    """JSON Schema of a published ``training_set`` row (``core/export_contract.py``)."""
-    from envduels_dagster.core.export_contract import TrainingSetRow
+    """JSON Schema of a published ``training_set`` row (``core/training/contract.py``)."""
+    from envduels_dagster.core.training.contract import TrainingSetRow
 
     return TrainingSetRow.model_json_schema()

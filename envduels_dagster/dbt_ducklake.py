@@ -17,7 +17,7 @@ class Plugin(BasePlugin):
         config["autoload_known_extensions"] = False
 
     def configure_connection(self, conn) -> None:
-        from envduels_dagster.core.storage import extension_file
+        from envduels_dagster.core.storage.location import extension_file
 
         for name in ("postgres_scanner", "ducklake"):
             conn.execute(f"LOAD '{extension_file(name)}'")

@@ -68,7 +68,7 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     ``learners=False`` stops before the per-learner assets and the studies that read them
     (a test that reads only rankings and authoring_progress saves ~15% of the run).
 
-    Roles (``core/roster.py``): only models with the author role author, only author x solver-role pairs
+    Roles (``core/requests/roster.py``): only models with the author role author, only author x solver-role pairs
     are played, only solver-role models get training sets; a registry with no author or no solver is
     refused before anything is written. Every model has both roles by default: the full tournament.
     """
@@ -79,10 +79,10 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     from envduels_dagster.assets.registry.assets import model_registry
     from envduels_dagster.assets.registry.partitions import pair_key, register_roster
     from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG, dimension_orders, stage_job_name
-    from envduels_dagster.core.batching import pair_batches
-    from envduels_dagster.core.registry import load_registry
-    from envduels_dagster.core.requests import Stage
-    from envduels_dagster.core.roster import Roster
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.requests.batching import pair_batches
+    from envduels_dagster.core.requests.roster import Roster
+    from envduels_dagster.core.requests.stages import Stage
     from envduels_dagster.definitions import build_definitions, build_resources
     from envduels_dagster.run_coordinator import PROVIDER_TAG
     from envduels_dagster.run_launcher import worker_tags  # a killed demo's run is then failed by run monitoring
@@ -191,7 +191,7 @@ def leaderboard(database: str, round_: int = 0) -> str:
     """The demo's summary of one round (default 0, the benchmark: original authoring; rounds never pool).
 
     ``database`` is the warehouse location: a DuckDB file, or the shared profile's DuckLake."""
-    from envduels_dagster.core.storage import Warehouse, is_ducklake
+    from envduels_dagster.core.storage.location import Warehouse, is_ducklake
     from envduels_dagster.settings import lake_data_path
 
     with Warehouse(database, lake_data_path() if is_ducklake(database) else "").connect(read_only=True) as conn:
@@ -219,8 +219,8 @@ def leaderboard(database: str, round_: int = 0) -> str:
 
 def author_value_answer(database: str) -> str:
     """The practitioner's question first: for each learner, which author to pay (table ``author_value``)."""
-    from envduels_dagster.core.storage import Warehouse, is_ducklake
-    from envduels_dagster.core.value_chart import value_summary
+    from envduels_dagster.core.storage.location import Warehouse, is_ducklake
+    from envduels_dagster.core.value.chart import value_summary
     from envduels_dagster.settings import lake_data_path
 
     with Warehouse(database, lake_data_path() if is_ducklake(database) else "").connect(read_only=True) as conn:
@@ -249,8 +249,8 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> in
     if seeds is not None:
         sizes["benchmark_seeds"] = list(range(seeds))
     settings = settings_from_env(**sizes)  # a bad ENVDUELS_* size fails here, before anything is written
-    from envduels_dagster.core.registry import load_registry
-    from envduels_dagster.core.roster import Roster
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.requests.roster import Roster
 
     Roster.from_registry(load_registry())  # so do a bad registry and roles that make no experiment
     home = prepare_instance_home()

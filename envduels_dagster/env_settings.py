@@ -10,7 +10,7 @@ first in the CLI (exit 2, one line naming the variable and the accepted range) a
 are built (the code location then fails to load with that line). ``value(name)`` is how the readers
 get a setting, so a reader and the check cannot disagree.
 
-Stdlib (and two constants of ``core/batching.py``) only, nothing at import time. Paths (ENVDUELS_HOME, ENVDUELS_REGISTRY, ENVDUELS_LAKE_DATA) are
+Stdlib (and two constants of ``core/requests/batching.py``) only, nothing at import time. Paths (ENVDUELS_HOME, ENVDUELS_REGISTRY, ENVDUELS_LAKE_DATA) are
 not ranges: the registry loader and the storage layer report their own problems.
 """
 
@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from envduels_dagster.core.batching import DEFAULT_MAX_PAIRS_PER_RUN, DEFAULT_PARALLEL_RUNS
+from envduels_dagster.core.requests.batching import DEFAULT_MAX_PAIRS_PER_RUN, DEFAULT_PARALLEL_RUNS
 
 
 class SettingsError(ValueError):

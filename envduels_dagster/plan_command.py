@@ -1,5 +1,5 @@
 """``envduels plan``: what the configured experiment will spend before it runs, and the kept plan against the
-warehouse after it ran (core/plan.py, core/plan_report.py). Kept out of ``cli.py`` so that stays a list of commands."""
+warehouse after it ran (core/requests/plan.py, core/requests/plan_report.py). Kept out of ``cli.py`` so that stays a list of commands."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ def run_plan(args: argparse.Namespace) -> int:
     import os
     import time
 
-    from envduels_dagster.core.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
-    from envduels_dagster.core.plan import PlanSettings, plan_experiment
-    from envduels_dagster.core.plan_report import (
+    from envduels_dagster.core.models.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
+    from envduels_dagster.core.requests.plan_report import (
         actual_from_warehouse,
         authored_environments,
         compare_rows,
@@ -24,7 +25,6 @@ def run_plan(args: argparse.Namespace) -> int:
         format_plan,
         measured_rates,
     )
-    from envduels_dagster.core.registry import load_registry
     from envduels_dagster.resources.duel_settings import SettingsError, settings_from_env
     from envduels_dagster.settings import cache_location, envduels_home, warehouse, warehouse_location
 

@@ -34,7 +34,7 @@ def provider_for(tags: Mapping[str, str], job_name: str, asset_names: list[str],
                  providers: Mapping[str, str], solvers_order: Sequence[str] | None = None) -> str | None:
     """The provider a run's model calls go to, from its partition tags; None when it calls no model.
 
-    A batch of pairs (a ranged run, ``core/batching.py``) has one when all solvers of its range
+    A batch of pairs (a ranged run, ``core/requests/batching.py``) has one when all solvers of its range
     (``solvers_order``: the solver dimension's partitions in order) share a provider.
     """
     solver = tags.get("dagster/partition/solver")
@@ -42,7 +42,7 @@ def provider_for(tags: Mapping[str, str], job_name: str, asset_names: list[str],
         return providers.get(solver)
     start, end = tags.get(RANGE_START, ""), tags.get(RANGE_END, "")
     if "|" in start and "|" in end:
-        from envduels_dagster.core.batching import range_members
+        from envduels_dagster.core.requests.batching import range_members
 
         s0, s1 = start.split("|", 1)[1], end.split("|", 1)[1]
         solvers = range_members(s0, s1, solvers_order) if solvers_order else sorted({s0, s1})
@@ -66,7 +66,7 @@ class ProviderTaggedRunCoordinator(QueuedRunCoordinator):
         return super().submit_run(context)
 
     def _provider(self, run: DagsterRun) -> str | None:
-        from envduels_dagster.core.registry import RegistryError, load_registry
+        from envduels_dagster.core.models.registry import RegistryError, load_registry
 
         try:
             registry = load_registry()

@@ -66,7 +66,7 @@ def postgres_url() -> str:
 
 
 def warehouse_location() -> str:
-    """The warehouse for this profile: the DuckDB file, or ``ducklake:postgres:<url>`` (core/storage.py)."""
+    """The warehouse for this profile: the DuckDB file, or ``ducklake:postgres:<url>`` (core/storage/location.py)."""
     if storage_profile() == "shared":
         return "ducklake:postgres:" + postgres_url()
     return str(warehouse_path())
@@ -79,13 +79,13 @@ def lake_data_path() -> str:
 
 
 def cache_location() -> str:
-    """The call cache for this profile: the SQLite file, or the Postgres URL (core/pg_cache.py)."""
+    """The call cache for this profile: the SQLite file, or the Postgres URL (core/models/pg_call_cache.py)."""
     return postgres_url() if storage_profile() == "shared" else str(cache_path())
 
 
 def warehouse():
-    """This profile's warehouse as a ``core.storage.Warehouse`` (``.connect()`` opens it)."""
-    from envduels_dagster.core.storage import Warehouse, is_ducklake
+    """This profile's warehouse as a ``core.storage.location.Warehouse`` (``.connect()`` opens it)."""
+    from envduels_dagster.core.storage.location import Warehouse, is_ducklake
 
     location = warehouse_location()
     return Warehouse(location, lake_data_path() if is_ducklake(location) else "")

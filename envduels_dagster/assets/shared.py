@@ -11,7 +11,7 @@ from typing import Any
 
 import dagster as dg
 
-from envduels_dagster.core.reporting import markdown_table
+from envduels_dagster.core.rankings.reporting import markdown_table
 
 __all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "display_table", "documented_schema", "markdown_table",
            "publish_if_passed", "round_for_display", "table_metadata", "table_version", "utcnow"]
@@ -49,8 +49,8 @@ def table_metadata(warehouse: Any, table: str, where: dict[str, object] | None =
 
     ``warehouse``: an open DuckDB connection, or a resource with ``get_connection()`` (a short connection
     of its own is opened then). Read after the write, so it reports what the table holds."""
-    from envduels_dagster.core.column_docs import describe
-    from envduels_dagster.core.warehouse import describe_table
+    from envduels_dagster.core.storage.column_docs import describe
+    from envduels_dagster.core.storage.warehouse import describe_table
 
     if hasattr(warehouse, "get_connection"):
         with warehouse.get_connection() as conn:
@@ -62,11 +62,11 @@ def table_metadata(warehouse: Any, table: str, where: dict[str, object] | None =
 
 
 def documented_schema(table: str) -> dg.TableSchema:
-    """The documented columns of ``table`` (``core/column_docs.py``) as a schema for the asset's definition, so
+    """The documented columns of ``table`` (``core/storage/column_docs.py``) as a schema for the asset's definition, so
     the catalog shows them before anything is materialized (types come from the materialization's schema)."""
-    from envduels_dagster.core.column_docs import DOCS
+    from envduels_dagster.core.storage.column_docs import DOCS
 
-    # Types by name, not from core.warehouse.SCHEMA: importing that module loads pandas, and building the
+    # Types by name, not from core.storage.warehouse.SCHEMA: importing that module loads pandas, and building the
     # definitions must not (tests/assets/test_code_location.py). The materialization carries the DuckDB types.
     text_columns = {"learner", "env_id", "author", "domain", "class_name", "source_sha256", "hint", "status",
                     "price_note", "rank_basis", "admission_method", "model", "run_id", "data_version"}
@@ -108,8 +108,8 @@ def round_for_display(value: Any, digits: int = 3) -> Any:
 def display_table(rows: list[dict], columns: list[tuple[str, str]], table: str | None = None,
                   descriptions: dict[str, str] | None = None) -> dg.TableMetadataValue:
     """A sortable ``MetadataValue.table`` of ``rows`` (dicts) over ``columns`` (name, Dagster type), each column
-    described (``descriptions``, else ``core/column_docs.py`` for ``table``) and every float rounded for display."""
-    from envduels_dagster.core.column_docs import describe
+    described (``descriptions``, else ``core/storage/column_docs.py`` for ``table``) and every float rounded for display."""
+    from envduels_dagster.core.storage.column_docs import describe
 
     def text(name: str) -> str | None:
         return (descriptions or {}).get(name) or (describe(table, name) if table else None)
@@ -121,13 +121,13 @@ def display_table(rows: list[dict], columns: list[tuple[str, str]], table: str |
 
 def table_version(warehouse: Any, *tables: str, where: dict[str, object] | None = None) -> dg.DataVersion:
     """The data version of what an asset wrote: a hash of the content of ``tables`` (the rows matching
-    ``where`` in each, run columns such as ``materialized_at`` excluded: ``core.warehouse.RUN_COLUMNS``).
+    ``where`` in each, run columns such as ``materialized_at`` excluded: ``core.storage.warehouse.RUN_COLUMNS``).
 
     Why every table asset states one: with a code version and no data version, Dagster derives the data
     version from the code version and the inputs' versions alone, which would call a re-authored (new)
     environment or a replayed pair against a changed model "unchanged". Unchanged content keeps its version,
     so Dagster marks nothing downstream stale and data-version automation does not fire."""
-    from envduels_dagster.core.warehouse import content_hash
+    from envduels_dagster.core.storage.warehouse import content_hash
 
     if hasattr(warehouse, "get_connection"):
         with warehouse.get_connection() as conn:

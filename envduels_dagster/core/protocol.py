@@ -16,7 +16,7 @@ EpisodeStatus = Literal["success", "failure", "incomplete"]
 # terminated/max_turns/truncated end a played episode; env_error, llm_error, length and stopped_at_budget
 # make it incomplete (env_error: the environment broke; llm_error: the model call failed after retries;
 # length: the provider cut a reply at the registry's max_tokens, a setting to raise, not a solver's mistake;
-# stopped_at_budget: a spending cap refused the next call, core/budget.py).
+# stopped_at_budget: a spending cap refused the next call, core/models/budget.py).
 StopReason = Literal["terminated", "truncated", "max_turns", "env_error", "llm_error", "length", "stopped_at_budget"]
 
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2, 3)

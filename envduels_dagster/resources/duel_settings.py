@@ -5,7 +5,7 @@ from typing import Any
 
 import dagster as dg
 
-from envduels_dagster.core.authoring_plan import (
+from envduels_dagster.core.authoring.plan import (
     DEFAULT_DOMAIN_FAMILIES,
     DEFAULT_DUPLICATE_THRESHOLD,
     DEFAULT_WAVE_SIZE,
@@ -28,7 +28,7 @@ class DuelSettings(dg.ConfigurableResource):
     study_heldout_envs: int = 3  # held-out environments per author in the lift->learning study
     study_train_on: str = "all_valid"  # or "training_set": which of an author's environments the learner trains on
     transcript_budget_chars: int = 1500  # failure excerpts an author sees per environment in a hardening round
-    # Training admission (core/training_set.py). "probability": admit an environment when the posterior
+    # Training admission (core/training/training_set.py). "probability": admit an environment when the posterior
     # probability that it is learnable (true p_cold <= training_cold_ceiling, true p_hint >=
     # training_min_hint) reaches training_admission_threshold. "rule": observed p_cold <= training_max_cold
     # and observed p_hint >= training_min_hint (the fixed rule on 4 seeds; docs/STATISTICS.md measures both).
@@ -41,7 +41,7 @@ class DuelSettings(dg.ConfigurableResource):
     # Speed (docs/BENCHMARKS.md). reuse_sandboxes: one sandbox worker plays consecutive episodes of an
     # environment (fewer worker starts; the CPU-seconds limit then covers those episodes together).
     reuse_sandboxes: bool = False
-    # Adaptive sampling (core/adaptive.py): per (environment, solver) stop once training membership is
+    # Adaptive sampling (core/play/adaptive.py): per (environment, solver) stop once training membership is
     # settled at adaptive_confidence, and give borderline pairs extra seeds up to adaptive_max_seeds.
     # Off: every benchmark seed is played, exactly as before.
     adaptive_sampling: bool = False
@@ -52,7 +52,7 @@ class DuelSettings(dg.ConfigurableResource):
     # Rounds (docs/DECISIONS.md "Rounds in the marts"): the marts are per round; rankings, duel records and the
     # demo leaderboard read this one. 0 = the benchmark (original authoring); r >= 1 = hardening round r.
     rankings_round: int = 0
-    # Authoring slots that differ (core/authoring_plan.py, issue 31): slot K's domain family is
+    # Authoring slots that differ (core/authoring/plan.py, issue 31): slot K's domain family is
     # author_domains[K % len]; slots go in waves of author_wave_size, a later wave sees the earlier designs;
     # a reply whose code has AST similarity >= author_duplicate_threshold with an earlier valid environment
     # of the batch is rejected as "duplicate of <env_id>" (None: no check; simulated authors are exempt).
@@ -68,7 +68,7 @@ class DuelSettings(dg.ConfigurableResource):
 # Environment variables that size and shape the runs the daemon launches (the demo honours them too),
 # read when the definitions are built; their ranges are checked once, up front (env_settings.py):
 # ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a newly written environment gets:
-# 0..N-1), ENVDUELS_TRAINING_ADMISSION; and the authoring slots' settings (core/authoring_plan.py parses
+# 0..N-1), ENVDUELS_TRAINING_ADMISSION; and the authoring slots' settings (core/authoring/plan.py parses
 # them) ENVDUELS_AUTHOR_DOMAINS (families separated by ';'), ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD (0..1 or
 # 'off'), ENVDUELS_AUTHOR_WAVE (slots per wave).
 SETTINGS_ENV: dict[str, tuple[str, Callable[[Any], object]]] = {
@@ -91,7 +91,7 @@ def settings_from_env(**overrides) -> DuelSettings:
         raw = os.environ.get(var, "").strip()
         if not raw:
             continue
-        if var in AUTHORING_ENV:  # lists and 'off', parsed by core/authoring_plan.py
+        if var in AUTHORING_ENV:  # lists and 'off', parsed by core/authoring/plan.py
             try:
                 values[field] = cast(raw)
             except ValueError as exc:

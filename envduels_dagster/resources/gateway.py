@@ -3,10 +3,10 @@
 
 import dagster as dg
 
-from envduels_dagster.core.budget import BudgetError, BudgetLedger, budget_from_env, caps_for, ledger_path_for
-from envduels_dagster.core.cache import open_call_cache
 from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
-from envduels_dagster.core.registry import Registry, load_registry
+from envduels_dagster.core.models.budget import BudgetError, BudgetLedger, budget_from_env, caps_for, ledger_path_for
+from envduels_dagster.core.models.call_cache import open_call_cache
+from envduels_dagster.core.models.registry import Registry, load_registry
 from envduels_dagster.settings import envduels_home
 
 

@@ -3,7 +3,7 @@
 Why not ``DuckDBPandasIOManager``: it reads ``warehouse.duckdb``, which a pair run or a dbt build holds
 locked (a reader then fails with "Could not set lock"), and a consumer in another code location would
 have to restate ``partition_expr`` and the schema. This IO manager stores each output as a read-only
-Parquet snapshot per partition (``core/publication.py``) and loads inputs from those snapshots, by asset
+Parquet snapshot per partition (``core/training/publication.py``) and loads inputs from those snapshots, by asset
 key and partition alone: any code location sharing ENVDUELS_HOME (or ``root``) loads the same rows.
 The asset itself still writes its warehouse rows in one partition-exact transaction; the snapshot is
 the published copy. Metadata: ``dagster/uri``, ``dagster/row_count``, ``dagster/column_schema``.
@@ -24,8 +24,8 @@ PUBLISHED_IO_MANAGER_KEY = "envduels_published"
 
 
 def column_schema(columns: list[tuple[str, str]], table: str | None = None) -> dg.TableSchema:
-    """The snapshot's columns, each with its description (``core/column_docs.py``) when ``table`` documents it."""
-    from envduels_dagster.core.column_docs import describe
+    """The snapshot's columns, each with its description (``core/storage/column_docs.py``) when ``table`` documents it."""
+    from envduels_dagster.core.storage.column_docs import describe
 
     return dg.TableSchema(columns=[dg.TableColumn(name, ctype, description=describe(table, name) if table else None)
                                    for name, ctype in columns])
@@ -46,7 +46,7 @@ class PublishedTableIOManager(dg.ConfigurableIOManager):
         return envduels_home() / "published"
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
-        from envduels_dagster.core.publication import snapshot_path, stage
+        from envduels_dagster.core.training.publication import snapshot_path, stage
 
         table = context.asset_key.path[-1]
         partition = context.asset_partition_key if context.has_asset_partitions else None
@@ -62,7 +62,7 @@ class PublishedTableIOManager(dg.ConfigurableIOManager):
 
     def settle(self, table: str, run_id: str, partition: str | None, passed: bool) -> dict[str, object]:
         """Promote (every check passed) or discard (one failed) what ``run_id`` staged; metadata for the checks."""
-        from envduels_dagster.core.publication import discard, promote
+        from envduels_dagster.core.training.publication import discard, promote
 
         root = self.snapshot_root()
         if not passed:
@@ -77,7 +77,7 @@ class PublishedTableIOManager(dg.ConfigurableIOManager):
                 "published_snapshot": dg.MetadataValue.path(str(snap.path))}
 
     def load_input(self, context: dg.InputContext):
-        from envduels_dagster.core.publication import read_snapshot
+        from envduels_dagster.core.training.publication import read_snapshot
 
         table = context.asset_key.path[-1]
         partitions = list(context.asset_partition_keys) if context.has_asset_partitions else None

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.core.registry import Registry, load_registry
+from envduels_dagster.core.models.registry import Registry, load_registry
 from envduels_dagster.resources.gateway import GatewayResource
 
 
@@ -41,10 +41,10 @@ class WarehouseResource(DuckDBResource):
 
     @contextmanager
     def get_connection(self):
-        from envduels_dagster.core.storage import Warehouse, is_ducklake
+        from envduels_dagster.core.storage.location import Warehouse, is_ducklake
 
         location = warehouse_file(self)
-        if is_ducklake(location):  # several writers at once; conflicts retried by core/warehouse.py
+        if is_ducklake(location):  # several writers at once; conflicts retried by core/storage/warehouse.py
             conn = Warehouse(location, lake_data_path(self)).connect()
             try:
                 yield conn
@@ -64,7 +64,7 @@ class HomeGatewayResource(GatewayResource):
     cache_path: str = ""
 
     def resolved(self) -> GatewayResource:
-        from envduels_dagster.core.registry import registry_path
+        from envduels_dagster.core.models.registry import registry_path
         from envduels_dagster.settings import cache_location
 
         fields = {name: getattr(self, name) for name in GatewayResource.model_fields}

@@ -12,6 +12,6 @@ class AuthorValueSettings(dg.ConfigurableResource):
     budget_calls: float = 10_000  # projection budget in authoring calls when some author has no price
     max_share: float = 1.0  # at most this share of the budget per author (1.0: all on the best one)
     # below this many sampled environments an author is "insufficient data": not ranked, no intervals (its
-    # intervals covered 0.92-0.93 at 3 and 0.94-0.95 at 4: core.author_value.MIN_ENVS, docs/STATISTICS.md)
+    # intervals covered 0.92-0.93 at 3 and 0.94-0.95 at 4: core.value.author_value.MIN_ENVS, docs/STATISTICS.md)
     min_envs: int = 4
     n_boot: int = 2000

@@ -13,7 +13,7 @@ import hashlib
 import json
 import random
 
-from envduels_dagster.core.authoring import author_messages_v1
+from envduels_dagster.core.authoring.prompts import author_messages_v1
 from envduels_dagster.core.models.contract import AuthorRequest, HardenRequest, SolveRequest
 from envduels_dagster.sim.author import harden_environment, write_environment
 from envduels_dagster.sim.profiles import SimProfile, get_profile

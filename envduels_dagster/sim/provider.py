@@ -20,8 +20,8 @@ from envduels_dagster.sim.profiles import PROFILES, is_known
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from envduels_dagster.core.models.registry import ModelEntry
     from envduels_dagster.core.protocol import EnvironmentSpec
-    from envduels_dagster.core.registry import ModelEntry
     from envduels_dagster.sim.training import ProfileGateway
 
 SIM_PREFIX = "envduels-sim/"

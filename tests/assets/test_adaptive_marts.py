@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from envduels_dagster.core.adaptive import AdaptivePolicy, play_env_adaptive
+from envduels_dagster.core.play.adaptive import AdaptivePolicy, play_env_adaptive
 from tests.core.stats.test_adaptive import Rec, run
 
 

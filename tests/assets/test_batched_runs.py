@@ -22,8 +22,8 @@ from envduels_dagster.assets.registry.requests import (
     stage_run_requests,
     stage_statuses,
 )
-from envduels_dagster.core.batching import Batch, pair_batches, pairs_in_range
-from envduels_dagster.core.requests import RequestPlan, Stage, StageStatus
+from envduels_dagster.core.requests.batching import Batch, pair_batches, pairs_in_range
+from envduels_dagster.core.requests.stages import RequestPlan, Stage, StageStatus
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
 MODELS = ["oracle", "journeyman", "novice"]

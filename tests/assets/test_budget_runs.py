@@ -17,7 +17,7 @@ import pytest
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
-from envduels_dagster.core.budget import BudgetLedger, Caps
+from envduels_dagster.core.models.budget import BudgetLedger, Caps
 from tests.helpers.pipeline import pipeline_resources
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}

@@ -25,10 +25,10 @@ from envduels_dagster.assets.marts.checks import evaluate_pair_lift
 from envduels_dagster.assets.registry.checks import evaluate_model_registry
 from envduels_dagster.assets.registry.partitions import register_models
 from envduels_dagster.assets.training.checks import evaluate_training_set, training_set_checks
+from envduels_dagster.core.models.registry import dump_entry, load_registry
 from envduels_dagster.core.protocol import sha256_text
-from envduels_dagster.core.registry import dump_entry, load_registry
 from envduels_dagster.core.stats import pair_lift
-from envduels_dagster.core.warehouse import ensure_schema
+from envduels_dagster.core.storage.warehouse import ensure_schema
 from envduels_dagster.definitions import build_definitions
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager

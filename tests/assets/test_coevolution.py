@@ -14,9 +14,9 @@ from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.assets.rounds.assets import round_assets
-from envduels_dagster.core.coevolution import REDACTED, build_digest_messages
-from envduels_dagster.core.progress import paired_change, progress_table
+from envduels_dagster.core.authoring.coevolution import REDACTED, build_digest_messages
 from envduels_dagster.core.protocol import EnvironmentSpec
+from envduels_dagster.core.rankings.progress import paired_change, progress_table
 from envduels_dagster.core.stats import discrimination, spearman_with_permutation
 from tests.helpers.pipeline import pipeline_resources, write_registry
 

@@ -17,8 +17,8 @@ import pytest
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
 from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
 from envduels_dagster.assets.registry.sensors import build_requests_sensor
-from envduels_dagster.core.requests import RequestBook
-from envduels_dagster.core.staleness import new_model_plan, stale_plan
+from envduels_dagster.core.requests.stages import RequestBook
+from envduels_dagster.core.requests.staleness import new_model_plan, stale_plan
 from envduels_dagster.demo import materialize_all
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
@@ -50,7 +50,7 @@ def tick(instance, cursor=None, resources=None, sensor=None):
 def keys_of(runs, job, instance=None):
     """The partitions ``runs`` of ``job`` cover: a run's partition, or every pair of a batch's range."""
     from envduels_dagster.assets.registry.requests import dimension_orders
-    from envduels_dagster.core.batching import pairs_in_range
+    from envduels_dagster.core.requests.batching import pairs_in_range
 
     out = []
     for r in runs:

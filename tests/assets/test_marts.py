@@ -27,7 +27,7 @@ from envduels_dagster.assets.marts.dbt import build_dbt_marts, dbt_resource
 from envduels_dagster.assets.marts.project import marts_project, prepare_manifest
 from envduels_dagster.core.stats import env_solver_stats as py_env_solver_stats
 from envduels_dagster.core.stats import pair_lift as py_pair_lift
-from envduels_dagster.core.warehouse import ensure_schema
+from envduels_dagster.core.storage.warehouse import ensure_schema
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
 from tests.core.stats.test_stats import HAND_PAIRS, HAND_STATS, TRUE_LIFT, episodes, hand_table, seeds
@@ -291,9 +291,9 @@ def test_duels_and_rankings_of_a_transitive_tournament(built):
 
 
 def test_python_duel_rule_reproduces_the_duels_mart(built):
-    """The rankings re-decide every duel per environment replicate with core.rankings_tournament's rule; at
+    """The rankings re-decide every duel per environment replicate with core.rankings.tournament's rule; at
     weights 1 it must give the mart's duels exactly, or the tournament intervals would describe another rule."""
-    from envduels_dagster.core.rankings_tournament import duels_from_stats
+    from envduels_dagster.core.rankings.tournament import duels_from_stats
 
     _, db, _ = built
     for round_ in (0, 1):
@@ -332,7 +332,7 @@ def test_design_convergence_tables(built):
 
 def test_sql_author_and_solver_scores_agree_with_the_python_rankings(built):
     """The design score (peer discrimination), hint score and solver score are computed twice: in the dbt
-    marts (SQL) and in core.rankings (Python, for the bootstrap). Their point estimates must be equal."""
+    marts (SQL) and in core.rankings.leaderboard (Python, for the bootstrap). Their point estimates must be equal."""
     _, db, _ = built
     ranks = query(db, "SELECT * FROM rankings").set_index("model")
     authors = query(db, "SELECT * FROM author_scores WHERE n_envs_scored > 0 AND round = 0").set_index("author")

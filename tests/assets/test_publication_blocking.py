@@ -10,7 +10,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.registry.partitions import solver_partitions
 from envduels_dagster.assets.training.assets import training_export, training_set
 from envduels_dagster.assets.training.checks import training_export_checks, training_set_checks
-from envduels_dagster.core.warehouse import read_table, replace_rows
+from envduels_dagster.core.storage.warehouse import read_table, replace_rows
 from tests.helpers.pipeline import pipeline_resources, play_round0, write_registry
 
 pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop

@@ -11,7 +11,7 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.shared import TABLE_METADATA_KEYS, table_metadata
-from envduels_dagster.core.warehouse import replace_rows
+from envduels_dagster.core.storage.warehouse import replace_rows
 
 
 def test_table_metadata_counts_the_partition_and_describes_the_columns(tmp_path):

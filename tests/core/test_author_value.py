@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.core.author_value import RANKED, SELF, UNPRICED, author_value, learnable_probability
-from envduels_dagster.core.costing import list_cost
-from envduels_dagster.core.value_chart import panel_scale, value_sentence, value_svg
-from envduels_dagster.core.warehouse import replace_rows
+from envduels_dagster.core.models.costing import list_cost
+from envduels_dagster.core.storage.warehouse import replace_rows
+from envduels_dagster.core.value.author_value import RANKED, SELF, UNPRICED, author_value, learnable_probability
+from envduels_dagster.core.value.chart import panel_scale, value_sentence, value_svg
 
 SEEDS = [0, 1, 2, 3]
 LEARNER = "learner"
@@ -249,7 +249,7 @@ def test_an_empty_warehouse_and_an_unplayed_author_give_insufficient_data_not_nu
     t = table.set_index("author")
     assert t.loc["pricey", "status"] == "insufficient data" and t.loc["pricey", "n_unplayed"] == 4
     assert pd.isna(t.loc["pricey", "per_env"]) and pd.isna(t.loc["pricey", "rank"])
-    from envduels_dagster.core.value_chart import value_sentence, value_svg
+    from envduels_dagster.core.value.chart import value_sentence, value_svg
 
     assert "pricey: insufficient data (n=0)" in value_sentence(table, mix, LEARNER)
     assert "no data" in value_svg(table, LEARNER) and value_sentence(table.iloc[0:0], mix, LEARNER).endswith(
@@ -261,10 +261,10 @@ def test_authoring_records_calls_tokens_and_list_cost_per_environment_also_on_ca
     their cost, the same on a cached re-run (where the run spent nothing); an unpriced one's carry None."""
     import asyncio
 
-    from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.cache import CallCache
+    from envduels_dagster.core.authoring.prompts import author_environments
     from envduels_dagster.core.models import Gateway, run_and_close
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.call_cache import CallCache
+    from envduels_dagster.core.models.registry import load_registry
 
     path = tmp_path / "models.yaml"
     path.write_text("models:\n  - name: journeyman\n    model: envduels-sim/journeyman\n"
@@ -288,11 +288,11 @@ def test_authoring_records_calls_tokens_and_list_cost_per_environment_also_on_ca
 
 
 def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
-    """core.hardening.harden_author: a kept child is a copy of its parent, but its usage is the round's call."""
+    """core.authoring.hardening.harden_author: a kept child is a copy of its parent, but its usage is the round's call."""
     import asyncio
     from types import SimpleNamespace
 
-    from envduels_dagster.core.hardening import harden_author
+    from envduels_dagster.core.authoring.hardening import harden_author
     from envduels_dagster.core.models import ChatResponse
     from envduels_dagster.core.protocol import EnvironmentSpec
 
@@ -316,7 +316,7 @@ def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
 
 def test_intervals_are_plain_percentiles_not_widened_to_hold_the_estimate():
     """An estimate outside its replicates' 95% range stays outside: the interval is not forced around it."""
-    from envduels_dagster.core.author_value import _interval
+    from envduels_dagster.core.value.author_value import _interval
 
     replicates = np.linspace(0.2, 0.4, 1001)
     lo, hi = _interval(replicates, estimate=0.9)
@@ -326,9 +326,9 @@ def test_intervals_are_plain_percentiles_not_widened_to_hold_the_estimate():
 
 
 def test_the_resource_default_is_the_measured_minimum():
-    """AuthorValueSettings (Dagster layer) restates core.author_value.MIN_ENVS so that loading the definitions
+    """AuthorValueSettings (Dagster layer) restates core.value.author_value.MIN_ENVS so that loading the definitions
     does not import pandas; the two must not drift apart."""
-    from envduels_dagster.core.author_value import MIN_ENVS
+    from envduels_dagster.core.value.author_value import MIN_ENVS
     from envduels_dagster.resources.value_settings import AuthorValueSettings
 
     assert AuthorValueSettings().min_envs == MIN_ENVS

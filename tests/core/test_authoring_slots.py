@@ -11,8 +11,7 @@ import re
 
 import pytest
 
-from envduels_dagster.core.authoring import author_environments, author_messages, author_messages_v1
-from envduels_dagster.core.authoring_plan import (
+from envduels_dagster.core.authoring.plan import (
     DEFAULT_DOMAIN_FAMILIES,
     AuthoringPlan,
     AuthoringPlanError,
@@ -20,8 +19,9 @@ from envduels_dagster.core.authoring_plan import (
     parse_threshold,
     parse_wave_size,
 )
+from envduels_dagster.core.authoring.prompts import author_environments, author_messages, author_messages_v1
 from envduels_dagster.core.models import Gateway, run_and_close
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.sim.model import SimulatedModel
 from tests.helpers.fixed_provider import SEEDS, http_registry, provider, real_reply
 

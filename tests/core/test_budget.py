@@ -1,4 +1,4 @@
-"""The spending cap (core/budget.py): checked before every paid call, held across processes, refused when unusable."""
+"""The spending cap (core/models/budget.py): checked before every paid call, held across processes, refused when unusable."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envduels_dagster.core.budget import (
+from envduels_dagster.core.models import Gateway
+from envduels_dagster.core.models.budget import (
     BudgetError,
     BudgetExhausted,
     BudgetLedger,
@@ -19,9 +20,8 @@ from envduels_dagster.core.budget import (
     ledger_path_for,
     parse_budget,
 )
-from envduels_dagster.core.cache import CallCache
-from envduels_dagster.core.models import Gateway
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.call_cache import CallCache
+from envduels_dagster.core.models.registry import load_registry
 
 # A simulated model priced so that a few calls reach a cap: worst case per call ~ (40 + 64) tokens x $1000/Mtok.
 PRICED = """models:
@@ -137,9 +137,9 @@ def test_the_ledger_sits_beside_the_call_cache(tmp_path):
 WORKER = """
 import asyncio, json, sys, time
 from pathlib import Path
-from envduels_dagster.core.budget import BudgetExhausted, BudgetLedger, caps_for
+from envduels_dagster.core.models.budget import BudgetExhausted, BudgetLedger, caps_for
 from envduels_dagster.core.models import Gateway
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 registry_path, ledger_path, tag, barrier = sys.argv[1:5]
 registry = load_registry(registry_path)
 ledger = BudgetLedger(ledger_path, caps_for(registry, None))

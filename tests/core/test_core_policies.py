@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from envduels_dagster.core.models.capabilities import skill_ranks, trainers
-from envduels_dagster.core.pair_play import (
+from envduels_dagster.core.play.pair import (
     AllCallsFailed,
     PairOptions,
     environments_current,
@@ -24,8 +24,8 @@ from envduels_dagster.core.pair_play import (
     play_pair_with,
     require_model_reached,
 )
-from envduels_dagster.core.reporting import lift_grid, markdown_table
-from envduels_dagster.core.training_set import COLUMNS, TrainingRule, build_training_set, superseded_env_ids
+from envduels_dagster.core.rankings.reporting import lift_grid, markdown_table
+from envduels_dagster.core.training.training_set import COLUMNS, TrainingRule, build_training_set, superseded_env_ids
 
 
 def episodes_of(results: dict[tuple[str, str, str], list[tuple[str, str]]]) -> pd.DataFrame:
@@ -137,10 +137,10 @@ def test_pair_summary_counts_only_completed_episodes():
 
 
 def test_the_pair_switch_plays_fixed_or_adaptive_seeds_on_real_environments(sim_registry):
-    from envduels_dagster.core.adaptive import AdaptivePolicy
-    from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.authoring.prompts import author_environments
     from envduels_dagster.core.models import Gateway
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.play.adaptive import AdaptivePolicy
 
     gateway = Gateway(load_registry(sim_registry(["journeyman", "oracle"])))
 
@@ -160,8 +160,8 @@ def test_the_pair_switch_plays_fixed_or_adaptive_seeds_on_real_environments(sim_
 
 
 def test_staleness_reads_versions_and_seeds_from_a_real_warehouse(tmp_path):
-    from envduels_dagster.core.staleness import stale_partitions
-    from envduels_dagster.core.warehouse import ensure_schema, replace_rows
+    from envduels_dagster.core.requests.staleness import stale_partitions
+    from envduels_dagster.core.storage.warehouse import ensure_schema, replace_rows
 
     with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
         assert stale_partitions(conn, {"a": "1"}, [0, 1]) == ([], [])  # fresh warehouse: nothing recorded
@@ -177,8 +177,8 @@ def test_staleness_reads_versions_and_seeds_from_a_real_warehouse(tmp_path):
 
 
 def test_skill_vs_change_correlates_round_one_only():
-    from envduels_dagster.core.progress import COLUMNS as PROGRESS
-    from envduels_dagster.core.progress import skill_vs_change
+    from envduels_dagster.core.rankings.progress import COLUMNS as PROGRESS
+    from envduels_dagster.core.rankings.progress import skill_vs_change
 
     df = pd.DataFrame([{c: 0.0 for c in PROGRESS} | {"author": a, "round": r, "solver_skill": k,
                                                        "design_change": k, "hint_change": -k}
@@ -224,9 +224,9 @@ def test_ui_tables_and_the_lift_grid_mark_intervals_and_self_pairs():
 def test_these_policies_need_no_dagster():
     import subprocess
 
-    code = ("import sys; import envduels_dagster.core.training_set, envduels_dagster.core.pair_play, "
-            "envduels_dagster.core.hardening, envduels_dagster.core.progress, envduels_dagster.core.lift_study, "
-            "envduels_dagster.core.staleness, envduels_dagster.core.reporting, envduels_dagster.core.models.capabilities; "
+    code = ("import sys; import envduels_dagster.core.training.training_set, envduels_dagster.core.play.pair, "
+            "envduels_dagster.core.authoring.hardening, envduels_dagster.core.rankings.progress, envduels_dagster.core.studies.lift, "
+            "envduels_dagster.core.requests.staleness, envduels_dagster.core.rankings.reporting, envduels_dagster.core.models.capabilities; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'dagster_duckdb', 'dagster_dbt')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -238,9 +238,9 @@ def test_hardening_inputs_do_not_depend_on_row_order_or_on_which_author_hardened
     (another author's same-round hint exists or not depending on which run went first)."""
     import datetime as dt
 
-    from envduels_dagster.core.hardening import read_hardening_inputs
+    from envduels_dagster.core.authoring.hardening import read_hardening_inputs
     from envduels_dagster.core.protocol import EnvironmentSpec
-    from envduels_dagster.core.warehouse import environments_frame, replace_rows
+    from envduels_dagster.core.storage.warehouse import environments_frame, replace_rows
 
     def spec(author, round_, slot, hint):
         return EnvironmentSpec(env_id=f"{author}.r{round_}.{slot}.{slot:08x}", author=author, class_name="C",

@@ -8,9 +8,9 @@ import re
 import pandas as pd
 import pytest
 
-from envduels_dagster.core.author_value import author_value
-from envduels_dagster.core.experiment_report import ReportInputs, answers, fmt, render
-from envduels_dagster.core.report_figures import lift_colour, lift_heatmap_svg, rank_scatter_svg
+from envduels_dagster.core.report.experiment import ReportInputs, answers, fmt, render
+from envduels_dagster.core.report.figures import lift_colour, lift_heatmap_svg, rank_scatter_svg
+from envduels_dagster.core.value.author_value import author_value
 from tests.core.test_author_value import LEARNER, warehouse
 
 MODELS = ["a", "b", "c"]

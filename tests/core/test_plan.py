@@ -9,13 +9,13 @@ import duckdb
 import pytest
 
 from envduels_dagster.cli import main
-from envduels_dagster.core.authoring import author_environments
-from envduels_dagster.core.episodes import play_pair
+from envduels_dagster.core.authoring.prompts import author_environments
 from envduels_dagster.core.models import Gateway
-from envduels_dagster.core.plan import DEFAULTS, PlanSettings, plan_experiment, planned_pairs
-from envduels_dagster.core.plan_report import actual_from_warehouse, compare_rows, measured_rates
-from envduels_dagster.core.registry import load_registry
-from envduels_dagster.core.warehouse import environments_frame, episodes_frame, replace_rows
+from envduels_dagster.core.models.registry import load_registry
+from envduels_dagster.core.play.episode import play_pair
+from envduels_dagster.core.requests.plan import DEFAULTS, PlanSettings, plan_experiment, planned_pairs
+from envduels_dagster.core.requests.plan_report import actual_from_warehouse, compare_rows, measured_rates
+from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, replace_rows
 
 ROLES = """models:
   - name: a1

@@ -1,4 +1,4 @@
-"""The interval of the skill -> improvement rho (core.progress.skill_change_interval; issue 16).
+"""The interval of the skill -> improvement rho (core.rankings.progress.skill_change_interval; issue 16).
 
 On synthetic two-round tournaments with a known population rho (tests/helpers/synthetic_progress.py):
 published and ordered with enough lineage pairs, NULL with an "insufficient data" reason below the stated
@@ -8,7 +8,7 @@ minimum, and it covers the population rho at the rate the benchmark measured.
 import numpy as np
 import pytest
 
-from envduels_dagster.core.progress import (
+from envduels_dagster.core.rankings.progress import (
     MIN_PAIRS,
     MIN_RELIABILITY,
     progress_table,
@@ -72,7 +72,7 @@ def test_interval_covers_the_population_rho():
 
 
 def test_result_rules_accept_the_published_figures_and_name_each_corruption():
-    from envduels_dagster.core.result_checks import skill_change_problems
+    from envduels_dagster.core.checks.results import skill_change_problems
 
     envs, episodes = two_round_tournament(np.random.default_rng(1), envs=12)
     progress = progress_table(envs, episodes)

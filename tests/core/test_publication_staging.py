@@ -3,7 +3,7 @@
 import duckdb
 import pandas as pd
 
-from envduels_dagster.core.publication import (
+from envduels_dagster.core.training.publication import (
     STAGED,
     describe,
     discard,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envduels_dagster.core.models import Gateway
-from envduels_dagster.core.registry import (
+from envduels_dagster.core.models.registry import (
     DEFAULT_REGISTRY,
     RegistryError,
     dump_entry,

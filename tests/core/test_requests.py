@@ -2,7 +2,7 @@
 
 import pytest
 
-from envduels_dagster.core.requests import (
+from envduels_dagster.core.requests.stages import (
     RequestBook,
     RequestPlan,
     StageStatus,

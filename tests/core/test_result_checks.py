@@ -1,4 +1,4 @@
-"""The result tables' rules (core/result_checks.py) pass on real tables and fail on each kind of bad data.
+"""The result tables' rules (core/checks/results.py) pass on real tables and fail on each kind of bad data.
 
 Each corruption is one edit of a clean table; the test asserts that exactly the check guarding it fails,
 with the row named, so a rule that cannot fail (or fails for the wrong reason) shows up here.
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envduels_dagster.core import result_checks as rc
+from envduels_dagster.core.checks import results as rc
 from tests.helpers.paths import REPO
 
 
@@ -20,7 +20,7 @@ def ranked():
     sys.path.insert(0, str(REPO / "benchmarks"))
     from calibration import tournament
 
-    from envduels_dagster.core.rankings import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import compute_rankings
     from envduels_dagster.core.stats import env_solver_stats
 
     episodes, _ = tournament(np.random.default_rng(3), 0, 4, 4)
@@ -76,7 +76,7 @@ def test_rankings_summary_without_sample_sizes_fails(ranked):
 
 @pytest.fixture(scope="module")
 def convergence():
-    from envduels_dagster.core.convergence import design_convergence
+    from envduels_dagster.core.rankings.convergence import design_convergence
 
     srcs = ["class A:\n    def step(self, a):\n        return a + 1\n", "class B:\n    def step(self, a):\n        if a:\n"
             "            return 2\n        return 3\n", "class C:\n    x = [1, 2]\n    def reset(self):\n        return self.x\n"]
@@ -158,7 +158,7 @@ def progress_table_of_five():
 
 
 def progress_figures(table, **kw):
-    from envduels_dagster.core.progress import skill_vs_change
+    from envduels_dagster.core.rankings.progress import skill_vs_change
 
     withheld = "insufficient data: an author has 4 lineage pairs (the interval needs at least 12)"
     figures = {**skill_vs_change(table), "skill_vs_design_change_lower": float("nan"),

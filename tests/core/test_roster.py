@@ -1,13 +1,13 @@
-"""Roles -> partitions (``core/roster.py``): who authors, which pairs are played, who learns, what a change adds,
+"""Roles -> partitions (``core/requests/roster.py``): who authors, which pairs are played, who learns, what a change adds,
 and which rankings mean something. Pure: registries are real files loaded by the real loader, no Dagster."""
 
 from __future__ import annotations
 
 import pytest
 
-from envduels_dagster.core.registry import RegistryError, load_registry
-from envduels_dagster.core.requests import plan_new_models, plan_newcomers
-from envduels_dagster.core.roster import Newcomers, Roster, RosterError, ranking_scope, roster_from_table
+from envduels_dagster.core.models.registry import RegistryError, load_registry
+from envduels_dagster.core.requests.roster import Newcomers, Roster, RosterError, ranking_scope, roster_from_table
+from envduels_dagster.core.requests.stages import plan_new_models, plan_newcomers
 
 
 def registry_of(tmp_path, entries: dict[str, str | None]):

@@ -19,9 +19,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from envduels_dagster.core.export_format import ExportFormatError, load_export
 from envduels_dagster.core.protocol import MAX_SEED, EnvironmentSpec, EpisodeRecord, sha256_text
-from envduels_dagster.core.warehouse import (
+from envduels_dagster.core.storage.warehouse import (
     SCHEMA,
     WarehouseMigrationError,
     ensure_schema,
@@ -30,6 +29,7 @@ from envduels_dagster.core.warehouse import (
     replace_rows,
     specs_from_rows,
 )
+from envduels_dagster.core.training.format import ExportFormatError, load_export
 
 BIG_SEEDS = [0, 4191792089, 2**63 - 1, 2**63, MAX_SEED]
 
@@ -63,8 +63,8 @@ def write_export_dir(root: Path, seeds) -> Path:
 @pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_an_export_with_64_bit_seeds_round_trips_through_import_sandbox_and_export(tmp_path, envduels_home):
     from envduels_dagster.core.sandbox import SandboxLimits
-    from envduels_dagster.core.training_export import ExportItem, write_export
-    from envduels_dagster.core.training_set import first_observations
+    from envduels_dagster.core.training.export import ExportItem, write_export
+    from envduels_dagster.core.training.training_set import first_observations
 
     root = write_export_dir(tmp_path / "in", BIG_SEEDS)
     out = subprocess.run([sys.executable, "-m", "envduels_dagster.cli", "import", str(root), "--json"],
@@ -183,7 +183,7 @@ def test_a_negative_seed_stops_the_migration_naming_the_rows_and_changes_nothing
 
 
 def test_extra_adaptive_seeds_stay_inside_64_bits():
-    from envduels_dagster.core.adaptive import extra_seeds
+    from envduels_dagster.core.play.adaptive import extra_seeds
 
     assert extra_seeds([0, 1, 2, 3], 6) == [0, 1, 2, 3, 4, 5]  # unchanged for ordinary seeds
     assert extra_seeds([MAX_SEED - 1, 0], 5) == [MAX_SEED - 1, 0, MAX_SEED, 1, 2]

@@ -16,9 +16,9 @@ import duckdb
 import pytest
 
 from envduels_dagster.api import latest_export_dir, load_gym_rows, load_training_set
-from envduels_dagster.core.export_format import ExportFormatError, load_export
 from envduels_dagster.core.protocol import sha256_text
-from envduels_dagster.core.training_export import ExportIntegrityError, ExportItem, verify_export, write_export
+from envduels_dagster.core.training.export import ExportIntegrityError, ExportItem, verify_export, write_export
+from envduels_dagster.core.training.format import ExportFormatError, load_export
 
 SOURCE = textwrap.dedent('''
     class Pick:
@@ -105,7 +105,7 @@ KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from tests.core.test_training_export import item
-    from envduels_dagster.core.training_export import write_export
+    from envduels_dagster.core.training.export import write_export
     root = Path(sys.argv[1])
     write_export(root, "l", [item(f"e{i}") for i in range(50)], "v2", on_file=lambda p: time.sleep(0.02))
 """)
@@ -183,8 +183,8 @@ def test_lift_learning_study_trains_on_hints_and_measures_gain_on_held_out_games
     """A learner trained on structural hints gains on held-out games of that structure; vague hints teach nothing."""
     import asyncio
 
-    from envduels_dagster.core.learning_study import correlate, study_learner
     from envduels_dagster.core.protocol import EnvironmentSpec
+    from envduels_dagster.core.studies.learning import correlate, study_learner
     from envduels_dagster.sim.author import VAGUE_HINT
     from envduels_dagster.sim.families import GUESS, render
     from envduels_dagster.sim.profiles import get_profile
@@ -226,7 +226,7 @@ CONCURRENT_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from tests.core.test_training_export import item
-    from envduels_dagster.core.training_export import write_export
+    from envduels_dagster.core.training.export import write_export
     root, version = Path(sys.argv[1]), sys.argv[2]
     write_export(root, "l", [item(f"e{i}") for i in range(20)], version, on_file=lambda p: time.sleep(0.01))
     print("published", version)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from envduels_dagster.cli import main
-from envduels_dagster.core.transcripts import episodes_html, load, side_by_side_text, turns
-from envduels_dagster.core.warehouse import replace_rows
+from envduels_dagster.core.play.transcripts import episodes_html, load, side_by_side_text, turns
+from envduels_dagster.core.storage.warehouse import replace_rows
 
 SYSTEM = {"role": "system", "content": "You play a game."}
 

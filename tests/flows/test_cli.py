@@ -233,7 +233,7 @@ def test_validate_export_directory(cli_env, tmp_path):
     ],
 )
 def test_export_loader_rejects_tampering(tmp_path, tamper, fragment):
-    from envduels_dagster.core.export_format import ExportFormatError, load_export
+    from envduels_dagster.core.training.format import ExportFormatError, load_export
 
     root = tampered_export(tmp_path, tamper)
     with pytest.raises(ExportFormatError) as info:
@@ -273,7 +273,7 @@ def test_validate_cli_rejects_tampered_exports(cli_env, tmp_path, tamper, fragme
 def test_export_sha256_is_of_the_file_bytes(tmp_path):
     """A CRLF source hashed as written is accepted (reading it as text would translate the
     newlines and break the hash); its text reaches the validator unchanged."""
-    from envduels_dagster.core.export_format import load_export
+    from envduels_dagster.core.training.format import load_export
 
     root = build_export(tmp_path / "export", {"p1": GOOD})
     crlf = GOOD.replace("\n", "\r\n").encode()

@@ -118,7 +118,7 @@ def trainer_ready(home) -> list[dict]:
 
 
 def published(home):
-    from envduels_dagster.core.publication import read_snapshot
+    from envduels_dagster.core.training.publication import read_snapshot
 
     return read_snapshot(home / "published", "training_set", [LEARNER])
 

@@ -49,7 +49,7 @@ registries = st.one_of(
 @pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 @given(text=registries)
 def test_registry_file_loads_or_names_the_file_and_problem(text):
-    from envduels_dagster.core.registry import RegistryError, load_registry
+    from envduels_dagster.core.models.registry import RegistryError, load_registry
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "models.yaml"
@@ -73,8 +73,8 @@ replies = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=15), max_size=2
 
 @given(reply=replies)
 def test_any_reply_parses_or_is_rejected_with_a_reason(reply):
-    from envduels_dagster.core.authoring import spec_from_reply
-    from envduels_dagster.core.replies import AuthorReplyError, parse_author_reply
+    from envduels_dagster.core.authoring.prompts import spec_from_reply
+    from envduels_dagster.core.authoring.reply_parsing import AuthorReplyError, parse_author_reply
 
     try:
         parsed = parse_author_reply(reply)
@@ -122,9 +122,9 @@ sources = st.builds(
 def test_pathological_but_valid_sources_validate_or_are_rejected_with_a_reason(source):
     import asyncio
 
+    from envduels_dagster.core.authoring.validation import validate_environment
     from envduels_dagster.core.protocol import EnvironmentSpec
     from envduels_dagster.core.stats.similarity import shape_tokens
-    from envduels_dagster.core.validation import validate_environment
 
     spec = EnvironmentSpec(env_id="fuzz", author="a", class_name="E", max_turns=2, source=source, hint="mod 3",
                            benchmark_seeds=[0, 2**64 - 1])
@@ -165,7 +165,7 @@ privs = st.one_of(st.fixed_dictionaries({"environment_id": st.sampled_from(["p",
 
 @given(entry=entries_, meta=metas, priv=privs, raw=st.none() | st.text(max_size=30))
 def test_an_export_loads_or_is_refused_naming_the_environment_and_field(entry, meta, priv, raw):
-    from envduels_dagster.core.export_format import ExportFormatError, load_export
+    from envduels_dagster.core.training.format import ExportFormatError, load_export
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "export"
@@ -184,7 +184,7 @@ def test_an_export_loads_or_is_refused_naming_the_environment_and_field(entry, m
 @given(entry=entries_, meta=metas, priv=privs)
 def test_envduels_import_of_a_bad_export_exits_2_and_leaves_the_warehouse_unchanged(entry, meta, priv):
     from envduels_dagster import cli
-    from envduels_dagster.core.export_format import ExportFormatError, load_export
+    from envduels_dagster.core.training.format import ExportFormatError, load_export
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "export"

@@ -14,9 +14,9 @@ import pytest
 
 from envduels_dagster import cli
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION, pair_key
-from envduels_dagster.core.imports import ImportInputError, import_partition, namespaced
+from envduels_dagster.core.authoring.imports import ImportInputError, import_partition, namespaced
 from envduels_dagster.core.protocol import MAX_SEED, EnvironmentSpec
-from envduels_dagster.core.requests import plan_import, plan_new_models
+from envduels_dagster.core.requests.stages import plan_import, plan_new_models
 from tests.assets.test_incremental import keys_of, tick
 from tests.core.test_seeds64 import SOURCE, write_export_dir
 from tests.helpers.pipeline import write_registry
@@ -159,8 +159,8 @@ def test_imports_take_round_zero_pairs_as_authors_only():
 
 
 def test_a_solver_version_bump_makes_its_import_pairs_stale_in_round_zero_only():
-    from envduels_dagster.core.requests import plan_stale
-    from envduels_dagster.core.staleness import stale_plan
+    from envduels_dagster.core.requests.stages import plan_stale
+    from envduels_dagster.core.requests.staleness import stale_plan
 
     versions = {"oracle": "2", "novice": "1"}
     author_state = {"import:bench": ({"abc123"}, {(7, 8)}), "novice": ({"1"}, {(0, 1)})}
@@ -211,8 +211,8 @@ def write_two_author_export(root, authors=("alice", "bob")):
 
 
 def test_a_multi_author_export_makes_one_import_per_original_author(tmp_path):
-    from envduels_dagster.core.export_format import load_export
-    from envduels_dagster.core.imports import import_groups
+    from envduels_dagster.core.authoring.imports import import_groups
+    from envduels_dagster.core.training.format import load_export
 
     root = write_two_author_export(tmp_path / "paper", ("alice", "bob/2"))
     specs = load_export(root)

@@ -23,8 +23,8 @@ from envduels_dagster.assets.marts.dbt import build_dbt_marts
 from envduels_dagster.assets.registry.partitions import solver_partitions
 from envduels_dagster.assets.training.assets import training_set
 from envduels_dagster.assets.training.checks import training_set_checks
-from envduels_dagster.core.publication import STAGED, content_version, describe, snapshot_path
-from envduels_dagster.core.warehouse import read_table, replace_rows
+from envduels_dagster.core.storage.warehouse import read_table, replace_rows
+from envduels_dagster.core.training.publication import STAGED, content_version, describe, snapshot_path
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
 from tests.helpers.pipeline import pipeline_resources, play_round0, write_registry
 

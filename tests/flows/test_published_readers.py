@@ -17,7 +17,7 @@ import pytest
 
 from envduels_dagster.assets.training.assets import training_set
 from envduels_dagster.assets.training.checks import training_set_checks
-from envduels_dagster.core.publication import read_snapshot
+from envduels_dagster.core.training.publication import read_snapshot
 from tests.helpers.paths import REPO
 from tests.helpers.pipeline import pipeline_resources, play_round0, write_registry
 

@@ -50,7 +50,7 @@ def _profile_env(tmp: Path, registry: Path, **extra: str) -> dict:
 
 
 def _tables(conn) -> dict:
-    from envduels_dagster.core.warehouse import read_table
+    from envduels_dagster.core.storage.warehouse import read_table
 
     episodes = read_table(conn, "episodes").drop(columns=VOLATILE)
     environments = read_table(conn, "environments").drop(columns=["materialized_at"])
@@ -65,7 +65,7 @@ def test_pair_runs_in_separate_processes_share_warehouse_cache_and_instance_and_
         pg, tmp_path):  # noqa: F811
     import pandas as pd
 
-    from envduels_dagster.core.storage import Warehouse
+    from envduels_dagster.core.storage.location import Warehouse
 
     registry = write_registry(tmp_path / "models.yaml", MODELS)
     pairs = [f"{a}|{s}" for a in MODELS for s in MODELS]

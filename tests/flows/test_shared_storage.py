@@ -37,7 +37,7 @@ def _frame(author: str, solver: str, version: int, rows: int = 12):
 
     import pandas as pd
 
-    from envduels_dagster.core.warehouse import _columns
+    from envduels_dagster.core.storage.warehouse import _columns
 
     recs = [{"env_id": f"{author}.e{i % 3}", "author": author, "solver": solver, "round": 0,
              "condition": "cold" if i % 2 else "hinted", "seed": 2**63 + i // 2, "status": "failure", "turns": 1,
@@ -47,9 +47,9 @@ def _frame(author: str, solver: str, version: int, rows: int = 12):
 
 
 def _writer(location: str, data_path: str, author: str, versions: int, out, start) -> None:
-    from envduels_dagster.core import storage
-    from envduels_dagster.core.storage import Warehouse
-    from envduels_dagster.core.warehouse import replace_rows
+    from envduels_dagster.core.storage import location as storage
+    from envduels_dagster.core.storage.location import Warehouse
+    from envduels_dagster.core.storage.warehouse import replace_rows
 
     wh = Warehouse(location, data_path)
     wh.connect().close()  # extensions loaded, catalog attached: then all writers start at once
@@ -62,8 +62,8 @@ def _writer(location: str, data_path: str, author: str, versions: int, out, star
 
 
 def _reader(location: str, data_path: str, stop, out) -> None:
-    from envduels_dagster.core.storage import Warehouse
-    from envduels_dagster.core.warehouse import ensure_schema
+    from envduels_dagster.core.storage.location import Warehouse
+    from envduels_dagster.core.storage.warehouse import ensure_schema
 
     wh = Warehouse(location, data_path)
     with wh.connect() as conn:
@@ -80,8 +80,8 @@ def _reader(location: str, data_path: str, stop, out) -> None:
 
 
 def test_concurrent_writer_processes_lose_nothing_retry_conflicts_and_a_reader_never_sees_half_a_pair(pg, tmp_path):
-    from envduels_dagster.core.storage import Warehouse
-    from envduels_dagster.core.warehouse import ensure_schema, read_table, replace_rows
+    from envduels_dagster.core.storage.location import Warehouse
+    from envduels_dagster.core.storage.warehouse import ensure_schema, read_table, replace_rows
 
     location, data_path = "ducklake:postgres:" + pg.create_database("lake_race"), f"{tmp_path}/lake/"
     ctx = mp.get_context("spawn")
@@ -121,7 +121,7 @@ def test_concurrent_writer_processes_lose_nothing_retry_conflicts_and_a_reader_n
 def test_a_conflict_is_retried_whole_and_a_real_error_is_not(monkeypatch):
     import duckdb
 
-    from envduels_dagster.core import storage
+    from envduels_dagster.core.storage import location as storage
 
     calls = []
 
@@ -142,7 +142,7 @@ def test_a_conflict_is_retried_whole_and_a_real_error_is_not(monkeypatch):
 
 
 def _cache_writer(url: str, worker: int, out) -> None:
-    from envduels_dagster.core.cache import open_call_cache
+    from envduels_dagster.core.models.call_cache import open_call_cache
 
     cache = open_call_cache(url)
     for i in range(50):
@@ -152,8 +152,8 @@ def _cache_writer(url: str, worker: int, out) -> None:
 
 
 def test_the_postgres_call_cache_is_shared_by_processes_and_agrees_on_duplicate_calls(pg):
-    from envduels_dagster.core.cache import open_call_cache
-    from envduels_dagster.core.pg_cache import PostgresCallCache
+    from envduels_dagster.core.models.call_cache import open_call_cache
+    from envduels_dagster.core.models.pg_call_cache import PostgresCallCache
 
     url = pg.create_database("calls")
     ctx = mp.get_context("spawn")

@@ -43,7 +43,7 @@ import envduels_dagster
 from envduels_dagster import project_files
 from envduels_dagster.assets.marts.project import marts_project
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
-from envduels_dagster.core.registry import load_registry, registry_path
+from envduels_dagster.core.models.registry import load_registry, registry_path
 from envduels_dagster.definitions import build_definitions, build_resources
 from envduels_dagster.resources import DuelSettings
 

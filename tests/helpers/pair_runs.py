@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     import dagster as dg
 
     from envduels_dagster.assets.registry.partitions import pair_key, register_models
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.definitions import build_definitions, build_resources
     from envduels_dagster.resources import DuelSettings
 

@@ -17,11 +17,11 @@ from collections import defaultdict
 
 import pytest
 
-from envduels_dagster.core.authoring import author_environments
-from envduels_dagster.core.episodes import play_episode
+from envduels_dagster.core.authoring.prompts import author_environments
 from envduels_dagster.core.models import Gateway
+from envduels_dagster.core.models.registry import load_registry
+from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec, parse_boxed
-from envduels_dagster.core.registry import load_registry
 from envduels_dagster.core.sandbox import SandboxedEnv
 from envduels_dagster.sim.profiles import PROFILES
 

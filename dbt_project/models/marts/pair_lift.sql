@@ -1,5 +1,5 @@
 -- Per (round, author, solver): mean over the author's valid environments of the matched-seed lift (environments weigh
--- equally). p_cold and p_hint are averaged the same way, so lift = p_hint - p_cold. Table contract: core/warehouse.py.
+-- equally). p_cold and p_hint are averaged the same way, so lift = p_hint - p_cold. Table contract: core/storage/warehouse.py.
 -- THE published interval is lift_ci_lower / lift_ci_upper: Student t over the environments' lifts (as
 -- core/stats/intervals.py; coverage 0.94-0.98 at 3-30 environments, docs/STATISTICS.md), NULL with lift_ci_reason
 -- below var min_envs_for_interval environments or when the environments do not vary. Every reader (checks, lift

@@ -28,16 +28,16 @@ from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxRes
 def authored_environments(context: dg.AssetExecutionContext, config: AuthoringConfig, gateway: GatewayResource,
                           sandbox: SandboxResource, settings: DuelSettings,
                           warehouse: DuckDBResource) -> dg.MaterializeResult:
-    from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.authoring_plan import AuthoringPlanError
-    from envduels_dagster.core.duplicates import is_duplicate
-    from envduels_dagster.core.imports import is_import
+    from envduels_dagster.core.authoring.duplicates import is_duplicate
+    from envduels_dagster.core.authoring.imports import is_import
+    from envduels_dagster.core.authoring.plan import AuthoringPlanError
+    from envduels_dagster.core.authoring.prompts import author_environments
     from envduels_dagster.core.models import LLMError, run_and_close
-    from envduels_dagster.core.registry import RegistryError
-    from envduels_dagster.core.warehouse import environments_frame
+    from envduels_dagster.core.models.registry import RegistryError
+    from envduels_dagster.core.storage.warehouse import environments_frame
 
     author = context.partition_key
-    if is_import(author):  # an imported export, not a model (core/imports.py)
+    if is_import(author):  # an imported export, not a model (core/authoring/imports.py)
         return materialize_import(context, config, sandbox, warehouse)
     try:
         plan = settings.authoring_plan()

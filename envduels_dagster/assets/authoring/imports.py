@@ -4,7 +4,7 @@ Why the same asset: imported environments then are authored environments in ever
 and the warehouse know of (the asset's history, its checks, ``duel_episodes`` upstream, the
 request sensor's pairs, the marts), and the write goes through the warehouse resource inside a run,
 so it serializes with other writers like any run. ``envduels import DIR`` validates the export,
-stages a copy (``core/imports.py``) and runs ``import_job`` for the partition; re-materializing the
+stages a copy (``core/authoring/imports.py``) and runs ``import_job`` for the partition; re-materializing the
 partition from the UI re-reads the staged copy. docs/DECISIONS.md, "Imports are an author partition".
 """
 
@@ -29,10 +29,16 @@ def materialize_import(context: dg.AssetExecutionContext, config: AuthoringConfi
     """Load the import's export, validate every environment in the sandbox, replace the partition's rows."""
     from pathlib import Path
 
-    from envduels_dagster.core.export_format import ExportFormatError, load_export
-    from envduels_dagster.core.imports import ImportInputError, content_digest, import_name, namespaced, staged_export
-    from envduels_dagster.core.validation import validate_environment
-    from envduels_dagster.core.warehouse import environments_frame
+    from envduels_dagster.core.authoring.imports import (
+        ImportInputError,
+        content_digest,
+        import_name,
+        namespaced,
+        staged_export,
+    )
+    from envduels_dagster.core.authoring.validation import validate_environment
+    from envduels_dagster.core.storage.warehouse import environments_frame
+    from envduels_dagster.core.training.format import ExportFormatError, load_export
     from envduels_dagster.settings import envduels_home
 
     partition = context.partition_key

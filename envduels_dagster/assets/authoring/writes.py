@@ -9,7 +9,7 @@ from envduels_dagster.assets.shared import markdown_table, table_metadata, table
 def write_environments(warehouse: DuckDBResource, df, author: str, version: str, **extra) -> dg.MaterializeResult:
     """Replace the round-0 rows of ``author`` with ``df``; the result carries the partition's table metadata,
     data version, validity figures and rejections, plus ``extra`` (model calls, an import's verdicts ...)."""
-    from envduels_dagster.core.warehouse import replace_rows
+    from envduels_dagster.core.storage.warehouse import replace_rows
 
     partition = {"author": author, "round": 0}
     with warehouse.get_connection() as conn:

@@ -2,7 +2,7 @@
 ``lift_learning``.
 
 Why: these tables reach the UI and the paper's figures, and they had no checks. The rules live in
-``core/result_checks.py`` (tested on bad tables); here each check reads its table and reports the
+``core/checks/results.py`` (tested on bad tables); here each check reads its table and reports the
 problems. Not blocking: no asset downstream consumes these tables, but a failure is an ERROR in the UI.
 ``authoring_progress`` and ``lift_learning`` publish their headline figures (skill -> improvement, lift ->
 learning) as metadata, not tables: their checks also read the latest materialization's metadata.
@@ -35,7 +35,7 @@ NAMES = {
 
 
 #: Result assets that also publish figures as metadata (read from their latest materialization and checked),
-#: with the core.result_checks rule that judges them.
+#: with the core.checks.results rule that judges them.
 FIGURES = {"authoring_progress": "progress_figure_problems", "lift_learning": "learning_figure_problems"}
 
 
@@ -50,7 +50,7 @@ def latest_figures(instance: dg.DagsterInstance, asset: str) -> dict | None:
 def results_for(asset: str, conn, figures: dict | None = None) -> list[dg.AssetCheckResult]:
     """Evaluate the checks of ``asset`` on the warehouse behind ``conn`` (a missing table fails them all); for
     the assets in FIGURES also on the figures its latest materialization published (``figures``)."""
-    from envduels_dagster.core import result_checks as rc
+    from envduels_dagster.core.checks import results as rc
 
     cat = Catalog(conn)
     key = dg.AssetKey(asset)
@@ -82,7 +82,7 @@ PUBLISHED = {"rankings"}  # result tables with a published snapshot (consumer.RA
 
 def make_result_checks(asset: str) -> dg.AssetChecksDefinition:
     specs = [spec(c, dg.AssetKey(asset), DESCRIPTIONS[c]) for c in NAMES[asset]]
-    description = f"Rules of the published table `{asset}` (core/result_checks.py)."
+    description = f"Rules of the published table `{asset}` (core/checks/results.py)."
     if asset in PUBLISHED:
         from envduels_dagster.assets.shared import publish_if_passed
         from envduels_dagster.resources.io_managers import PublishedTableIOManager
@@ -98,7 +98,7 @@ def make_result_checks(asset: str) -> dg.AssetChecksDefinition:
         return _published_checks
 
     if asset in FIGURES:
-        description += " Also the figures its latest materialization published as metadata (core/result_checks.py)."
+        description += " Also the figures its latest materialization published as metadata (core/checks/results.py)."
 
     @dg.multi_asset_check(specs=specs, name=f"{asset}_result_checks", description=description)
     def _checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource):

@@ -3,7 +3,7 @@
 Why partitioned by (author, solver): adding a model plays only its 2N+1 new pairs, and
 each pair's rows are replaced exactly. :func:`play_round_pair` is shared with every
 co-evolution round's pair asset (``assets/rounds``); the policy it applies lives in
-``core/pair_play.py``.
+``core/play/pair.py``.
 
 Why a run may hold many pairs (:func:`play_pairs`): a run costs seconds of orchestration for a pair
 that plays in about one, so the request sensor and backfills (``PAIR_BACKFILL_POLICY``) send ranges
@@ -54,7 +54,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
 
     A range's pairs play at once (issue 35), as many as keep every solver provider's pool full (each
     pair holds as many of its provider's episode slots as it plays episodes at once,
-    ``core/pair_play.provider_slots``), in one event loop through one gateway, whose one pool per
+    ``core/play/pair.provider_slots``), in one event loop through one gateway, whose one pool per
     provider (``max_in_flight``) caps the calls in flight across them. Each pair is still written as
     soon as it finishes, and one pair's failure does not stop the others.
     """
@@ -62,7 +62,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
         keys = context.partition_key.keys_by_dimension
         return play_round_pair(context, keys["author"], keys["solver"], round_, gateway, sandbox, settings, warehouse)
     from envduels_dagster.core.models import run_and_close
-    from envduels_dagster.core.pair_play import Slots, pair_width, provider_slots
+    from envduels_dagster.core.play.pair import Slots, pair_width, provider_slots
 
     pairs = [str(k) for k in context.partition_keys]
     done: dict[str, dict] = {}
@@ -138,8 +138,8 @@ def _failure_text(exc: Exception) -> str:
 
 def pair_options(settings: DuelSettings):
     """The engine's options for a pair run, from the ``settings`` resource (adaptive sampling or fixed seeds)."""
-    from envduels_dagster.core.adaptive import AdaptivePolicy
-    from envduels_dagster.core.pair_play import PairOptions
+    from envduels_dagster.core.play.adaptive import AdaptivePolicy
+    from envduels_dagster.core.play.pair import PairOptions
 
     adaptive = AdaptivePolicy(confidence=settings.adaptive_confidence, max_seeds=settings.adaptive_max_seeds,
                               max_cold=settings.training_max_cold, min_hint=settings.training_min_hint)
@@ -160,9 +160,9 @@ class _PairJob:
 def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int, registry,
                   warehouse: DuckDBResource) -> _PairJob:
     """Read the pair's environments and check they can be played (raises dg.Failure when they cannot)."""
-    from envduels_dagster.core.imports import is_import
-    from envduels_dagster.core.pair_play import environments_current
-    from envduels_dagster.core.warehouse import read_table, specs_from_rows
+    from envduels_dagster.core.authoring.imports import is_import
+    from envduels_dagster.core.play.pair import environments_current
+    from envduels_dagster.core.storage.warehouse import read_table, specs_from_rows
 
     solver_entry = registry.get(solver)
     if not solver_entry.solves:  # a partition left from before its roles changed, materialized by hand
@@ -190,15 +190,15 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
     in ``writer``."""
     gate = gate if gate is not None else contextlib.nullcontext()
     from envduels_dagster.core.models import LLMError
-    from envduels_dagster.core.pair_play import (
+    from envduels_dagster.core.models.registry import RegistryError
+    from envduels_dagster.core.play.pair import (
         AllCallsFailed,
         StoppedAtBudget,
         cut_replies,
         pair_summary,
         play_pair_with,
     )
-    from envduels_dagster.core.registry import RegistryError
-    from envduels_dagster.core.warehouse import episodes_frame, replace_rows
+    from envduels_dagster.core.storage.warehouse import episodes_frame, replace_rows
 
     author, solver, round_, envs = job.author, job.solver, job.round_, job.envs
     t0 = time.perf_counter()

@@ -1,8 +1,8 @@
 """``rankings`` and ``design_convergence``: the Python analyses over the dbt marts (DESIGN §6).
 
 Why Python assets next to dbt: Bradley-Terry fits, bootstraps and AST similarity are what SQL does
-badly. The statistics live in ``core/rankings.py`` and ``core/convergence.py``, the UI text in
-``core/reporting.py``; these assets read the marts, call one core function, write one table named
+badly. The statistics live in ``core/rankings/leaderboard.py`` and ``core/rankings/convergence.py``, the UI text in
+``core/rankings/reporting.py``; these assets read the marts, call one core function, write one table named
 after the asset (plus a companion table for the figures that are not per model), and put the
 leaderboard, the author x solver lift grid and the transitivity / role-separation figures in the
 materialization metadata.
@@ -22,7 +22,7 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.shared import OWNERS, display_table, documented_schema, table_metadata, table_version
 from envduels_dagster.core.models.capabilities import skill_ranks
-from envduels_dagster.core.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
+from envduels_dagster.core.rankings.reporting import finite_or_none, lift_grid, markdown_table, transitivity_markdown
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
 
@@ -56,7 +56,7 @@ LEADERBOARD_COLUMNS = [
 
 def leaderboard_table(table) -> dg.TableMetadataValue:
     """The leaderboard as Chatbot Arena shows one: rank with its interval, score with its interval, and the
-    sample size, on one sortable table; every column described (``core/column_docs.py``), floats rounded for
+    sample size, on one sortable table; every column described (``core/storage/column_docs.py``), floats rounded for
     display. The calibrated intervals: the scores' t intervals (the bootstrap ones are NULL below 30 environments
     per author), and the population bounds of the Bradley-Terry strengths beside the bootstrap interval."""
     rows = [{**r, "duel_record": f"{r['duel_wins']}-{r['duel_ties']}-{r['duel_losses']}"}
@@ -83,9 +83,9 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
                 "$ENVDUELS_HOME/published/rankings/_all.parquet once its checks pass (`consumer.RANKINGS`).",
 )
 def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSettings):
-    from envduels_dagster.core.rankings import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import compute_rankings
     from envduels_dagster.core.stats.multiple import lift_grid_tests
-    from envduels_dagster.core.warehouse import replace_table
+    from envduels_dagster.core.storage.warehouse import replace_table
 
     round_ = settings.rankings_round
     with warehouse.get_connection() as conn:
@@ -111,7 +111,7 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
     scope = rankings_scope(registry, stats)
     metadata: dict[str, Any] = {
         **table_metadata(warehouse, "rankings"),
-        # which figures mean something with these roles (core/roster.py): read before the leaderboard
+        # which figures mean something with these roles (core/requests/roster.py): read before the leaderboard
         "meaningful_rankings": dg.MetadataValue.md(
             "| figure | with these roles |\n|---|---|\n"
             + "\n".join(f"| {k.replace('_', ' ')} | {v} |" for k, v in scope.items())),
@@ -148,8 +148,8 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
 
 
 def rankings_scope(registry, stats) -> dict[str, str]:
-    """``core.roster.ranking_scope`` of the ``model_registry`` table's roles and the imports found in the stats."""
-    from envduels_dagster.core.roster import ranking_scope, roster_from_table
+    """``core.requests.roster.ranking_scope`` of the ``model_registry`` table's roles and the imports found in the stats."""
+    from envduels_dagster.core.requests.roster import ranking_scope, roster_from_table
 
     roles = registry["roles"] if "roles" in registry else [None] * len(registry)
     return ranking_scope(roster_from_table(zip(registry["name"], roles), stats["author"]))
@@ -168,8 +168,8 @@ def design_convergence(config: ConvergenceConfig, warehouse: DuckDBResource,
                        settings: DuelSettings) -> dg.MaterializeResult:
     import pandas as pd
 
-    from envduels_dagster.core.convergence import design_convergence as compute
-    from envduels_dagster.core.warehouse import replace_table
+    from envduels_dagster.core.rankings.convergence import design_convergence as compute
+    from envduels_dagster.core.storage.warehouse import replace_table
 
     with warehouse.get_connection() as conn:
         envs = conn.execute("SELECT env_id, author, domain, family, source FROM environments "

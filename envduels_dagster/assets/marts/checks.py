@@ -103,11 +103,11 @@ def load_frames(conn, min_matched: int) -> tuple[list[Frame], dict]:
 
     registry = cat.table("model_registry")
     models_from = "model_registry"
-    solvers = None  # with roles (core/roster.py): only models with the solver role play
+    solvers = None  # with roles (core/requests/roster.py): only models with the solver role play
     if registry is not None:
         models = [r[0] for r in conn.execute(f"SELECT name FROM {registry} ORDER BY name").fetchall()]
         if "roles" in cat.columns("model_registry"):
-            from envduels_dagster.core.roster import roster_from_table
+            from envduels_dagster.core.requests.roster import roster_from_table
 
             solvers = set(roster_from_table(conn.execute(f"SELECT name, roles FROM {registry}").fetchall()).solvers)
     else:  # fall back to the models that played

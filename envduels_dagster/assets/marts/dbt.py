@@ -95,7 +95,7 @@ def build_dbt_marts() -> dg.AssetsDefinition:
     @dbt_assets(manifest=project.manifest_path, project=project, dagster_dbt_translator=MartsTranslator(),
                 name="dbt_marts")
     def dbt_marts(context: dg.AssetExecutionContext, dbt: DbtCliResource, warehouse: DuckDBResource):
-        from envduels_dagster.core.storage import is_ducklake
+        from envduels_dagster.core.storage.location import is_ducklake
 
         location = warehouse_file(warehouse)
         # The profile's dbt target (dbt_project/profiles.yml): the DuckDB file, or the shared DuckLake.

@@ -19,8 +19,8 @@ from envduels_dagster.resources import GatewayResource
 def model_registry(gateway: GatewayResource, warehouse: DuckDBResource) -> dg.MaterializeResult:
     import pandas as pd
 
-    from envduels_dagster.core.registry import dump_entry
-    from envduels_dagster.core.warehouse import replace_rows
+    from envduels_dagster.core.models.registry import dump_entry
+    from envduels_dagster.core.storage.warehouse import replace_rows
 
     registry = gateway.registry()
     df = pd.DataFrame([dump_entry(m) for m in registry.models])

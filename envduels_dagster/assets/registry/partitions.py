@@ -10,7 +10,7 @@ validates the asset graph, so a pair definition whose two dimensions share one
 partitions definition fails to load in the webserver. With distinct sets each
 dimension matches exactly one single-dimension asset.
 
-Roles (issue 30, ``core/roster.py``): the author set holds the models with the author role (and
+Roles (issue 30, ``core/requests/roster.py``): the author set holds the models with the author role (and
 imports), the solver set the models with the solver role, so the pair matrix is exactly author x
 solver and ``training_set``/``author_value`` exist only for learners. With every model in both roles
 (the default) the two sets hold the same names, as before roles existed.
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 if TYPE_CHECKING:
-    from envduels_dagster.core.roster import Newcomers, Roster
+    from envduels_dagster.core.requests.roster import Newcomers, Roster
 
 MODELS_PARTITION = "models"
 SOLVERS_PARTITION = "solvers"
@@ -45,7 +45,7 @@ def pair_key(author: str, solver: str) -> dg.MultiPartitionKey:
 
 def register_models(instance: dg.DagsterInstance, names: list[str]) -> list[str]:
     """Add registry model names as partitions of both sides (every model authors and solves); return the new."""
-    from envduels_dagster.core.roster import Roster
+    from envduels_dagster.core.requests.roster import Roster
 
     return register_roster(instance, Roster.everyone(names))
 
@@ -63,7 +63,7 @@ def register_roster(instance: dg.DagsterInstance, roster: Roster) -> list[str]:
 
 
 def register_import(instance: dg.DagsterInstance, partition: str) -> None:
-    """Add an import's author partition (``import:<name>``, core/imports.py) to the author side only: an
+    """Add an import's author partition (``import:<name>``, core/authoring/imports.py) to the author side only: an
     import has no model, so it is never a solver and its pairs are ``import:<name> x <model>``."""
     if not instance.has_dynamic_partition(MODELS_PARTITION, partition):
         instance.add_dynamic_partitions(MODELS_PARTITION, [partition])

@@ -1,4 +1,4 @@
-"""Run requests for the stages of a request (``core/requests.py``), and the statuses of those stages.
+"""Run requests for the stages of a request (``core/requests/stages.py``), and the statuses of those stages.
 
 Why here, next to the sensor: a stage is turned into runs and read back from runs in one place, so
 the tags that tie a run to its request are written and read by the same code. Each run carries
@@ -9,7 +9,7 @@ coordinator sets it on every other run (``envduels_dagster/run_coordinator.py``)
 
 Why pair stages are batched: under the daemon a run costs seconds of launch, imports and event
 writes for a pair that plays in about one. A pair stage goes out as ranged runs of many pairs
-(``core/batching.py``); the asset plays each pair of its range and records one materialization per
+(``core/requests/batching.py``); the asset plays each pair of its range and records one materialization per
 pair, so statuses stay per partition (:func:`run_partitions`).
 """
 
@@ -17,8 +17,8 @@ pair, so statuses stay per partition (:func:`run_partitions`).
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from envduels_dagster.core.batching import pair_batches, pairs_in_range
-from envduels_dagster.core.requests import RequestPlan, Stage, StageStatus, stage_status
+from envduels_dagster.core.requests.batching import pair_batches, pairs_in_range
+from envduels_dagster.core.requests.stages import RequestPlan, Stage, StageStatus, stage_status
 from envduels_dagster.env_settings import int_value
 from envduels_dagster.run_coordinator import PROVIDER_TAG
 
@@ -49,7 +49,7 @@ def _pair_key(part: str) -> dg.MultiPartitionKey:
 
 def stage_run_requests(plan: RequestPlan, index: int, orders: tuple[list[str], list[str]] | None = None,
                        providers: dict[str, str] | None = None) -> list[dg.RunRequest]:
-    """The runs of one stage: one per model partition, ranged batches of pairs (``core/batching.py``).
+    """The runs of one stage: one per model partition, ranged batches of pairs (``core/requests/batching.py``).
 
     ``orders`` are the author and solver dimensions' partitions in the instance's order (a ranged run
     covers the product of the two ranges in that order); without them every pair is its own run.

@@ -4,7 +4,7 @@ Why one sensor owns every request (new models, stale partitions, partitions run 
 rankings and training sets must be refreshed once, after *all* partitions of a request landed, and
 never while another request is half done. A sensor with a cursor sees every open request; separate
 sensors and schedules could not. What a request contains and when a stage may start is decided in
-:mod:`envduels_dagster.core.requests`; this module reads run statuses and launches runs.
+:mod:`envduels_dagster.core.requests.stages`; this module reads run statuses and launches runs.
 
 Per tick: (1) models in the registry but not yet partitions open a request (registered in the same
 tick), and so does an import whose environments landed (its pairs with every model as solver); (2) when
@@ -24,14 +24,14 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION, add_requests
 from envduels_dagster.assets.registry.requests import dimension_orders, stage_run_requests, stage_statuses
-from envduels_dagster.core.imports import is_import
-from envduels_dagster.core.registry import Registry, RegistryError, load_registry
-from envduels_dagster.core.requests import RequestBook, next_step, plan_newcomers, plan_refresh, plan_stale
-from envduels_dagster.core.roster import Roster
+from envduels_dagster.core.authoring.imports import is_import
+from envduels_dagster.core.models.registry import Registry, RegistryError, load_registry
+from envduels_dagster.core.requests.roster import Roster
+from envduels_dagster.core.requests.stages import RequestBook, next_step, plan_newcomers, plan_refresh, plan_stale
 from envduels_dagster.env_settings import float_value, int_value, value
 from envduels_dagster.resources import DuelSettings
 
-PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests.py and the README
+PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests/stages.py and the README
 STALE_INTERVAL_ENV = "ENVDUELS_STALE_INTERVAL_S"  # how often to look for stale partitions (default hourly)
 INTERVAL_ENV = "ENVDUELS_SENSOR_INTERVAL_S"  # seconds between ticks (default 30)
 # Assets whose partitions feed the downstream refresh: authoring, hardening and pairs of every round.
@@ -69,7 +69,7 @@ def _open_requests(context, book: RequestBook, registry: Registry, roster: Roste
     if book.open:
         return []
     if time.time() - book.last_stale_check >= float_value(STALE_INTERVAL_ENV):
-        from envduels_dagster.core.staleness import stale_partitions
+        from envduels_dagster.core.requests.staleness import stale_partitions
 
         book.last_stale_check = time.time()
         versions = {m.name: m.version for m in registry.models}
@@ -92,7 +92,7 @@ def _open_requests(context, book: RequestBook, registry: Registry, roster: Roste
 def _open_import_requests(context, book: RequestBook, roster: Roster, stamp: str) -> None:
     """Every import (partition ``import:<name>``, ``envduels import``) whose environments landed since it was
     last planned: every registry model with the solver role plays it (``plan_import``), then one refresh."""
-    from envduels_dagster.core.requests import plan_import
+    from envduels_dagster.core.requests.stages import plan_import
 
     imports = {p for p in context.instance.get_dynamic_partitions(MODELS_PARTITION) if is_import(p)}
     if not imports:

@@ -1,9 +1,9 @@
 """``experiment_report``: one self-contained HTML page answering "which author should I pay for my learner?".
 
-Wiring only: read the warehouse (``core.experiment_report.read_inputs``), summarise each learner's training
-set with the same rule the ``training_set`` asset uses (``core.training_set``), render
-(``core.experiment_report.render``), write ``$ENVDUELS_HOME/reports/experiment/index.html`` and a page of
-episodes per pair (``core.transcripts``), and put the answer first in the metadata with a link to the page.
+Wiring only: read the warehouse (``core.report.experiment.read_inputs``), summarise each learner's training
+set with the same rule the ``training_set`` asset uses (``core.training.training_set``), render
+(``core.report.experiment.render``), write ``$ENVDUELS_HOME/reports/experiment/index.html`` and a page of
+episodes per pair (``core.play.transcripts``), and put the answer first in the metadata with a link to the page.
 """
 
 import re
@@ -37,7 +37,7 @@ def report_dir():
 
 
 def answers_table(ans) -> dg.TableMetadataValue:
-    from envduels_dagster.core.experiment_report import _num
+    from envduels_dagster.core.report.experiment import _num
 
     records = []
     for a in ans.to_dict("records"):
@@ -66,9 +66,9 @@ def answers_table(ans) -> dg.TableMetadataValue:
 )
 def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResource,
                       settings: DuelSettings) -> dg.MaterializeResult:
-    from envduels_dagster.core import experiment_report as rep
-    from envduels_dagster.core.transcripts import EPISODE_COLUMNS, episodes_html
-    from envduels_dagster.core.value_chart import value_sentence
+    from envduels_dagster.core.play.transcripts import EPISODE_COLUMNS, episodes_html
+    from envduels_dagster.core.report import experiment as rep
+    from envduels_dagster.core.value.chart import value_sentence
 
     round_ = settings.rankings_round
     folder = report_dir()
@@ -118,8 +118,8 @@ def _has(conn, table: str) -> bool:
 def _training_summaries(conn, settings: DuelSettings) -> dict[str, dict]:
     """Per learner: rows in table training_set, candidates, categories and the excluded candidates with why,
     from the rule the training_set asset applies (same settings, same episodes)."""
-    from envduels_dagster.core.training_set import TrainingRule, build_training_set
-    from envduels_dagster.core.warehouse import read_table
+    from envduels_dagster.core.storage.warehouse import read_table
+    from envduels_dagster.core.training.training_set import TrainingRule, build_training_set
 
     if not (_has(conn, "episodes") and _has(conn, "training_set")):
         return {}

@@ -34,10 +34,10 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
     )
     def hardened(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
                  settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-        from envduels_dagster.core.hardening import harden_author, kept_count, read_hardening_inputs
+        from envduels_dagster.core.authoring.hardening import harden_author, kept_count, read_hardening_inputs
         from envduels_dagster.core.models import LLMError, run_and_close
-        from envduels_dagster.core.registry import RegistryError
-        from envduels_dagster.core.warehouse import environments_frame, replace_rows
+        from envduels_dagster.core.models.registry import RegistryError
+        from envduels_dagster.core.storage.warehouse import environments_frame, replace_rows
 
         author = context.partition_key
         registry = gateway.registry()
@@ -98,8 +98,8 @@ def round_assets(first_pairs: dg.AssetsDefinition, rounds: int) -> list[dg.Asset
                 "rank correlation between an author's solver skill and its improvement.",
 )
 def authoring_progress(warehouse: DuckDBResource) -> dg.MaterializeResult:
-    from envduels_dagster.core.progress import progress_table, skill_change_interval, skill_vs_change
-    from envduels_dagster.core.warehouse import read_table, replace_rows
+    from envduels_dagster.core.rankings.progress import progress_table, skill_change_interval, skill_vs_change
+    from envduels_dagster.core.storage.warehouse import read_table, replace_rows
 
     with warehouse.get_connection() as conn:
         envs = read_table(conn, "environments")

@@ -1,7 +1,7 @@
 """``lift_learning``: does hint lift predict the gain from training? (simulated learners).
 
 Why an asset of its own area: it is a study over the product, not part of it; it reads the
-training sets and the marts and writes one table. The design lives in ``core/lift_study.py``.
+training sets and the marts and writes one table. The design lives in ``core/studies/lift.py``.
 """
 
 import asyncio
@@ -23,11 +23,11 @@ from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxRes
 )
 def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, sandbox: SandboxResource,
                   settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
-    from envduels_dagster.core.learning_study import correlation_summary
-    from envduels_dagster.core.lift_study import run_study
     from envduels_dagster.core.models import run_and_close
     from envduels_dagster.core.models.capabilities import trainers
-    from envduels_dagster.core.warehouse import read_table, replace_rows
+    from envduels_dagster.core.storage.warehouse import read_table, replace_rows
+    from envduels_dagster.core.studies.learning import correlation_summary
+    from envduels_dagster.core.studies.lift import run_study
 
     registry = gateway.registry()
     # learners are the models with the solver role whose provider can train them (the simulated); the

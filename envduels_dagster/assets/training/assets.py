@@ -3,7 +3,7 @@
 Why two assets: the table is what the checks guard (blocking: a bad set stops the run, and its
 snapshot stays staged: the checks publish it only when they pass); the export is what downstream
 trainers read, and it is written only after those checks.
-The rule and the rows come from ``core/training_set.py``; the rule itself from ``core.stats``.
+The rule and the rows come from ``core/training/training_set.py``; the rule itself from ``core.stats``.
 """
 
 import asyncio
@@ -41,9 +41,9 @@ from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
                 "it with `load_asset_value` or `envduels_dagster.consumer`). Its data version is a hash of the rows.",
 )
 def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, warehouse: DuckDBResource):
-    from envduels_dagster.core.publication import content_version
-    from envduels_dagster.core.training_set import TrainingRule, build_training_set
-    from envduels_dagster.core.warehouse import read_table, replace_rows
+    from envduels_dagster.core.storage.warehouse import read_table, replace_rows
+    from envduels_dagster.core.training.publication import content_version
+    from envduels_dagster.core.training.training_set import TrainingRule, build_training_set
 
     learner = context.partition_key
     with warehouse.get_connection() as conn:
@@ -123,9 +123,9 @@ def excluded_summary(built, admitted: int) -> str:
 def training_export(context: dg.AssetExecutionContext, sandbox: SandboxResource,
                     warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.api import exports_root
-    from envduels_dagster.core.training_export import write_export
-    from envduels_dagster.core.training_set import export_items
-    from envduels_dagster.core.warehouse import read_table
+    from envduels_dagster.core.storage.warehouse import read_table
+    from envduels_dagster.core.training.export import write_export
+    from envduels_dagster.core.training.training_set import export_items
 
     learner = context.partition_key
     with warehouse.get_connection() as conn:

@@ -234,8 +234,8 @@ def training_set_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckD
 )
 def training_export_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource):
     from envduels_dagster.api import exports_root
-    from envduels_dagster.core.training_export import ExportIntegrityError, audit_against, verify_export
-    from envduels_dagster.core.warehouse import read_table
+    from envduels_dagster.core.storage.warehouse import read_table
+    from envduels_dagster.core.training.export import ExportIntegrityError, audit_against, verify_export
 
     learner = partition_keys(context)["key"]
     root = exports_root() / learner / "latest"

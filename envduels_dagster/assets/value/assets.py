@@ -3,7 +3,7 @@
 Why an asset per learner: the answer depends on the learner (what it fails cold and passes
 hinted), so it is partitioned like ``training_set``; like it, it has no automation condition:
 envduels_requests refreshes it in a request's "learners" stage (``learner_job``). Wiring only: read the warehouse, one
-core call (``core.author_value``), write ``author_value`` and ``author_value_mix``, render.
+core call (``core.value.author_value``), write ``author_value`` and ``author_value_mix``, render.
 """
 
 import dagster as dg
@@ -62,9 +62,9 @@ def author_value_table(table) -> dg.TableMetadataValue:
 )
 def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueSettings,
                  warehouse: DuckDBResource) -> dg.MaterializeResult:
-    from envduels_dagster.core.author_value import author_value as compute_author_value
-    from envduels_dagster.core.value_chart import svg_data_uri, value_sentence, value_svg
-    from envduels_dagster.core.warehouse import read_table, replace_rows
+    from envduels_dagster.core.storage.warehouse import read_table, replace_rows
+    from envduels_dagster.core.value.author_value import author_value as compute_author_value
+    from envduels_dagster.core.value.chart import svg_data_uri, value_sentence, value_svg
 
     learner = context.partition_key
     with warehouse.get_connection() as conn:

@@ -17,10 +17,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from envduels_dagster.core.cache import CallCache, request_key
+from envduels_dagster.core.models.call_cache import CallCache, request_key
 from envduels_dagster.core.models.errors import classify_exception, safe_message
 from envduels_dagster.core.models.limits import MemoryLimiter, ProviderLimiter
 from envduels_dagster.core.models.providers import UnknownProviderError, backend_class, backend_name
+from envduels_dagster.core.models.registry import ModelEntry, Registry
 from envduels_dagster.core.models.types import (
     REMOTE,
     RETRYABLE,
@@ -35,7 +36,6 @@ from envduels_dagster.core.models.types import (
     Request,
     RetryPolicy,
 )
-from envduels_dagster.core.registry import ModelEntry, Registry
 
 
 @dataclass

@@ -14,7 +14,7 @@ from envduels_dagster.core.models.types import REMOTE, BackendCall, BackendOptio
 
 if TYPE_CHECKING:
     from envduels_dagster.core.models.fast_client import FastClient
-    from envduels_dagster.core.registry import ModelEntry
+    from envduels_dagster.core.models.registry import ModelEntry
 
 
 class LeanHTTPBackend:

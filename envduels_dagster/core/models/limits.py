@@ -173,7 +173,7 @@ def open_limiter(cache_location: str | Path | None) -> ProviderLimiter:
     in the cache's directory; memory when there is no cache."""
     if cache_location is None:
         return MemoryLimiter()
-    from envduels_dagster.core.pg_cache import is_postgres
+    from envduels_dagster.core.models.pg_call_cache import is_postgres
 
     if is_postgres(str(cache_location)):
         return PostgresLimiter(str(cache_location))

@@ -16,7 +16,7 @@ from envduels_dagster.core.models.types import REMOTE, BackendCall, BackendOptio
 
 if TYPE_CHECKING:
     from envduels_dagster.core.models.litellm_workers import LitellmWorkers
-    from envduels_dagster.core.registry import ModelEntry
+    from envduels_dagster.core.models.registry import ModelEntry
 
 __all__ = ["LitellmBackend", "litellm_call", "litellm_module", "wire_request"]
 

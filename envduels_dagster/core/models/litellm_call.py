@@ -15,7 +15,7 @@ from envduels_dagster.core.models.errors import MalformedResponse
 from envduels_dagster.core.models.types import BackendCall, Completion
 
 if TYPE_CHECKING:
-    from envduels_dagster.core.registry import ModelEntry
+    from envduels_dagster.core.models.registry import ModelEntry
 
 
 def litellm_module():

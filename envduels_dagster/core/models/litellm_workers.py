@@ -14,8 +14,8 @@ import sys
 
 from envduels_dagster.core.models.errors import classify_exception, safe_message
 from envduels_dagster.core.models.litellm_call import litellm_call, litellm_module
+from envduels_dagster.core.models.registry import ModelEntry
 from envduels_dagster.core.models.types import BackendError, Completion
-from envduels_dagster.core.registry import ModelEntry
 
 # Kept for callers of the old name (a call failed in a worker, classified there).
 RemoteCallError = BackendError

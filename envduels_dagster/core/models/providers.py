@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 
 class Routed(Protocol):
-    """What routing reads of a registry entry (``core.registry.ModelEntry``, which imports this module)."""
+    """What routing reads of a registry entry (``core.models.registry.ModelEntry``, which imports this module)."""
 
     @property
     def uses_fast_client(self) -> bool: ...

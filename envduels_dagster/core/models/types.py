@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from envduels_dagster.core.models.contract import AuthorRequest, HardenRequest, SolveRequest
 
 if TYPE_CHECKING:
-    from envduels_dagster.core.registry import ModelEntry
+    from envduels_dagster.core.models.registry import ModelEntry
 
 Request = AuthorRequest | HardenRequest | SolveRequest
 

@@ -27,7 +27,7 @@ MAX_REFERENCE_ACTIONS = 10_000
 UID_BASE = 200_000
 UID_SPAN = 2**31 - UID_BASE
 
-# What the authoring prompt should promise (core/authoring.py quotes it): the worker
+# What the authoring prompt should promise (core/authoring/prompts.py quotes it): the worker
 # gives environment code a read-only view of the interpreter's own standard library
 # (no site-packages), and the confinement, not a missing module, refuses what reaches
 # the host. tests/core/sandbox/test_sandbox_stdlib.py holds environments written this way.

@@ -1,7 +1,7 @@
 """How alike two environments' designs are: cosine similarity of their AST-shape n-grams (tf-idf).
 
-Why here, in stats: the design-convergence study (``core/convergence.py``) and the near-duplicate check
-of authoring (``core/duplicates.py``) measure similarity the same way; authoring sits below the rankings
+Why here, in stats: the design-convergence study (``core/rankings/convergence.py``) and the near-duplicate check
+of authoring (``core/authoring/duplicates.py``) measure similarity the same way; authoring sits below the rankings
 in the layers (docs/ARCHITECTURE.md), so the measure lives below both. Two environments built on the same
 design share the shape of their syntax tree even when names, constants and wording differ, so we compare
 the sequences of AST node types, not the text. Pure Python/numpy.

@@ -99,7 +99,7 @@ def bradley_terry_bootstrap(duels: pd.DataFrame, models: list[str], n_boot: int 
 
     A secondary, not used by the rankings: it treats the duels as independent draws and ignores how close
     each decision was. The rankings' intervals re-decide every duel per environment replicate instead
-    (``core.rankings_tournament``)."""
+    (``core.rankings.tournament``)."""
     rng = np.random.default_rng(seed)
     out = np.full((n_boot, len(models)), np.nan)
     if duels.empty:

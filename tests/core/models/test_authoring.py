@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from envduels_dagster.core.authoring import (
+from envduels_dagster.core.authoring.prompts import (
     AuthorReplyError,
     author_environments,
     author_messages,
     parse_author_reply,
     spec_from_reply,
 )
-from envduels_dagster.core.cache import CallCache
 from envduels_dagster.core.models import Gateway
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.call_cache import CallCache
+from envduels_dagster.core.models.registry import load_registry
 
 CODE = '''import random
 
@@ -229,9 +229,9 @@ class MeanGame:
 def test_the_prompt_states_what_the_sandbox_allows_and_such_code_validates():
     """The brief quotes the sandbox's own sentence; code using modules it names (statistics, fractions,
     ``from __future__``) validates, so an author that follows the brief is not rejected for it."""
+    from envduels_dagster.core.authoring.validation import validate_environment
     from envduels_dagster.core.protocol import EnvironmentSpec
     from envduels_dagster.core.sandbox import ALLOWED_MODULES_SENTENCE
-    from envduels_dagster.core.validation import validate_environment
 
     (_, user) = author_messages(0, 3)
     assert ALLOWED_MODULES_SENTENCE in user["content"]

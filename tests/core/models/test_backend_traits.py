@@ -10,8 +10,8 @@ from typing import ClassVar
 import pytest
 
 from envduels_dagster.core.models import BackendError, Completion, Gateway, LLMError, RetryPolicy, gateway, providers
+from envduels_dagster.core.models.registry import RegistryError, load_registry
 from envduels_dagster.core.models.types import BackendTraits
-from envduels_dagster.core.registry import RegistryError, load_registry
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 from tests.core.models.test_provider_limits import MESSAGES
 from tests.core.models.test_providers import SimServerProcess
 
@@ -75,10 +75,10 @@ def test_a_declared_length_over_the_cap_is_refused_before_the_body():
 
 PEAK = """
 import asyncio, json, resource, sys
-from envduels_dagster.core.episodes import play_episode
+from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.models import Gateway, RetryPolicy
 from envduels_dagster.core.protocol import EnvironmentSpec
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.core.models.litellm_backend import litellm_module
 from tests.sim.test_simulated_models import UNKNOWN
 

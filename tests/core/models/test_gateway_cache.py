@@ -8,11 +8,11 @@ import json
 import httpx
 import pytest
 
-from envduels_dagster.core.authoring import author_environments
-from envduels_dagster.core.cache import CallCache, request_key
-from envduels_dagster.core.episodes import play_pair
+from envduels_dagster.core.authoring.prompts import author_environments
 from envduels_dagster.core.models import RETRYABLE, Gateway, MalformedResponse, classify_exception
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.call_cache import CallCache, request_key
+from envduels_dagster.core.models.registry import load_registry
+from envduels_dagster.core.play.episode import play_pair
 
 SEEDS = [0, 1]
 # Fields of an episode that depend on the model's replies (latency, cost and the cached

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from envduels_dagster.core.models import Gateway
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 
 MESSAGES = [{"role": "system", "content": "x"},
             {"role": "user", "content": "Observation: I am thinking of an integer between 1 and 100. Guess it."}]
@@ -59,7 +59,7 @@ def test_max_in_flight_sizes_the_providers_pool_across_models_and_pairs_at_once_
     pair a run plays at once; the provider's episode slots let as many pairs play as keep that pool full."""
     from types import SimpleNamespace
 
-    from envduels_dagster.core.pair_play import Slots, in_flight_limit, pair_width, provider_slots
+    from envduels_dagster.core.play.pair import Slots, in_flight_limit, pair_width, provider_slots
 
     path = tmp_path / "models.yaml"
     path.write_text("""models:

@@ -20,7 +20,7 @@ from envduels_dagster.core.models.providers import (
     backend_name,
     known_prefixes,
 )
-from envduels_dagster.core.registry import RegistryError, load_registry
+from envduels_dagster.core.models.registry import RegistryError, load_registry
 from tests.helpers.paths import REPO
 
 CORE = REPO / "envduels_dagster" / "core"
@@ -106,7 +106,7 @@ def test_core_never_imports_the_simulated_models_or_dagster():
 
 
 def test_importing_the_gateway_imports_no_backend():
-    code = ("import sys, envduels_dagster.core.models, envduels_dagster.core.authoring, envduels_dagster.core.episodes;"
+    code = ("import sys, envduels_dagster.core.models, envduels_dagster.core.authoring.prompts, envduels_dagster.core.play.episode;"
             "print(sorted(m for m in sys.modules if m.startswith(('litellm', 'envduels_dagster.sim', 'aiohttp'))"
             " or m.endswith(('litellm_backend', 'http_backend', 'fast_client'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -129,7 +129,7 @@ def test_a_package_registers_a_provider_through_its_entry_point(tmp_path):
         "    async def aclose(self): pass\n")
     (tmp_path / "models.yaml").write_text("models:\n  - {name: e, model: echo/any}\n")
     code = ("import asyncio; from envduels_dagster.core.models import Gateway;"
-            "from envduels_dagster.core.registry import load_registry;"
+            "from envduels_dagster.core.models.registry import load_registry;"
             f"g = Gateway(load_registry({str(tmp_path / 'models.yaml')!r}));"
             "print(asyncio.run(g.chat('e', [{'role': 'user', 'content': 'hi'}])).text, g.registry.models[0].is_simulated)")
     env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{REPO}"}

@@ -14,7 +14,7 @@ import pytest
 
 from envduels_dagster.core.models import Gateway, LLMError, MemoryLimiter, RetryPolicy, open_limiter
 from envduels_dagster.core.models.limits import PostgresLimiter, SqliteLimiter, plan
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 from tests.core.models.test_providers import SimServerProcess
 
 MESSAGES = [{"role": "system", "content": "x"},

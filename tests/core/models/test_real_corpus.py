@@ -11,17 +11,17 @@ import re
 
 import pytest
 
-from envduels_dagster.core.authoring import (
+from envduels_dagster.core.authoring.duplicates import find_duplicate, source_similarity
+from envduels_dagster.core.authoring.plan import DEFAULT_DUPLICATE_THRESHOLD
+from envduels_dagster.core.authoring.prompts import (
     AUTHOR_SYSTEM_PROMPT,
     PROMPT_VERSION,
     author_messages,
     author_messages_v1,
     spec_from_reply,
 )
-from envduels_dagster.core.authoring_plan import DEFAULT_DUPLICATE_THRESHOLD
-from envduels_dagster.core.duplicates import find_duplicate, source_similarity
-from envduels_dagster.core.replies import parse_author_reply
-from envduels_dagster.core.validation import validate_environment
+from envduels_dagster.core.authoring.reply_parsing import parse_author_reply
+from envduels_dagster.core.authoring.validation import validate_environment
 from tests.helpers.paths import TESTS
 
 REAL = TESTS / "reply_corpus" / "authoring-v1"

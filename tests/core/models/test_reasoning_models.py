@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from envduels_dagster.core.episodes import play_episode
 from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
+from envduels_dagster.core.models.registry import load_registry
+from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
-from envduels_dagster.core.registry import load_registry
 from tests.core.models.test_provider_limits import MESSAGES, health
 from tests.core.models.test_providers import SimServerProcess
 from tests.sim.test_simulated_models import UNKNOWN
@@ -64,7 +64,7 @@ def test_params_reach_the_body_and_reasoning_tokens_are_counted_and_priced_apart
 
 
 def test_params_are_part_of_the_cache_key(tmp_path):
-    from envduels_dagster.core.cache import CallCache
+    from envduels_dagster.core.models.call_cache import CallCache
 
     cache = CallCache(tmp_path / "calls.sqlite")
     path = tmp_path / "models.yaml"
@@ -97,7 +97,7 @@ def test_a_reply_cut_at_max_tokens_ends_the_episode_as_length_not_a_format_error
 def test_the_pair_metadata_counts_cut_replies_apart():
     import pandas as pd
 
-    from envduels_dagster.core.pair_play import cut_replies
+    from envduels_dagster.core.play.pair import cut_replies
 
     df = pd.DataFrame({"stop_reason": ["length", "terminated", "length"], "reasoning_tokens": [300, 0, 300]})
     out = cut_replies(df, "thinker")

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from envduels_dagster.core.replies import AuthorReplyError, parse_author_reply, strip_reasoning
+from envduels_dagster.core.authoring.reply_parsing import AuthorReplyError, parse_author_reply, strip_reasoning
 from tests.helpers.paths import TESTS
 
 CORPUS = TESTS / "reply_corpus"

@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from aiohttp import web
 
-from envduels_dagster.core.authoring import author_messages, author_messages_v1, parse_author_reply
-from envduels_dagster.core.cache import request_key
-from envduels_dagster.core.coevolution import build_digest_messages
+from envduels_dagster.core.authoring.coevolution import build_digest_messages
+from envduels_dagster.core.authoring.prompts import author_messages, author_messages_v1, parse_author_reply
 from envduels_dagster.core.models import AuthorRequest, Gateway, HardenRequest, PeerRates, Prompt, SolveRequest
+from envduels_dagster.core.models.call_cache import request_key
 from envduels_dagster.core.models.contract import WIRE_FIELD, from_wire, to_wire
+from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.core.protocol import EnvironmentSpec, parse_boxed
-from envduels_dagster.core.registry import load_registry
 from envduels_dagster.sim.model import SimulatedModel
 from envduels_dagster.sim.profiles import PROFILES
 from envduels_dagster.sim.server import ServerConfig, SimServer
@@ -240,7 +240,7 @@ def test_serve_sim_rejects_a_malformed_request_field_naming_it():
 
 
 def test_request_contract_needs_an_api_base(tmp_path):
-    from envduels_dagster.core.registry import RegistryError
+    from envduels_dagster.core.models.registry import RegistryError
 
     path = tmp_path / "models.yaml"
     path.write_text("models:\n  - name: m\n    model: openai/x\n    request_contract: true\n")
@@ -249,7 +249,7 @@ def test_request_contract_needs_an_api_base(tmp_path):
 
 
 def test_the_hardening_request_is_scrubbed_of_other_authors_hints_like_the_brief():
-    from envduels_dagster.core.coevolution import REDACTED
+    from envduels_dagster.core.authoring.coevolution import REDACTED
 
     secret = "Another author's secret: the exit is in the middle."
     parent = EnvironmentSpec(env_id="e.r0.0.x", author="e", class_name="C", max_turns=5, source="class C: ...\n",

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import pytest
 
-from envduels_dagster.core.episodes import play_episode
+from envduels_dagster.core.authoring.validation import validate_environment
 from envduels_dagster.core.models import Gateway
+from envduels_dagster.core.models.registry import load_registry
+from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
-from envduels_dagster.core.registry import load_registry
 from envduels_dagster.core.sandbox import UID_BASE, UID_SPAN, SandboxedEnv, SandboxLimits, fork_server_pid
-from envduels_dagster.core.validation import validate_environment
 from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.skipif(
@@ -578,7 +578,7 @@ def private_home(monkeypatch):
     import duckdb
 
     from envduels_dagster import settings
-    from envduels_dagster.core.cache import CallCache
+    from envduels_dagster.core.models.call_cache import CallCache
 
     base = tempfile.mkdtemp(prefix="envduels-home-", dir=os.environ.get("TMPDIR") or "/tmp")
     os.chmod(base, 0o711)

@@ -331,8 +331,8 @@ if not SOLVED:
     (SELF_FULFILLING, "failed", "failure"),
 ], ids=["control-benign", "class-level-state"])
 def test_the_verdict_equals_what_play_shows(world, source, verdict, outcome):
-    from envduels_dagster.core.episodes import play_episode
-    from envduels_dagster.core.validation import validate_environment
+    from envduels_dagster.core.authoring.validation import validate_environment
+    from envduels_dagster.core.play.episode import play_episode
     from tests.core.sandbox.test_hostile import spec
 
     result = asyncio.run(validate_environment(spec(source), LIMITS))

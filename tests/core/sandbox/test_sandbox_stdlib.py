@@ -15,9 +15,9 @@ import os
 
 import pytest
 
+from envduels_dagster.core.authoring.validation import validate_environment
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.sandbox import ALLOWED_MODULES_SENTENCE, SandboxLimits
-from envduels_dagster.core.validation import validate_environment
 
 LIMITS = SandboxLimits(step_timeout_s=5.0, load_timeout_s=20.0, cpu_seconds=10)
 

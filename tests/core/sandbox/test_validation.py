@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from envduels_dagster.core.authoring.validation import hint_leaks, validate_environment
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.sandbox import SandboxLimits
-from envduels_dagster.core.validation import hint_leaks, validate_environment
 
 LIMITS = SandboxLimits(step_timeout_s=2.0, cpu_seconds=5)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import pytest
 
-from envduels_dagster.core.adaptive import (
+from envduels_dagster.core.play.adaptive import (
     AdaptivePolicy,
     category,
     is_member,
@@ -142,9 +142,9 @@ def test_policy_rejects_inconsistent_settings():
 
 
 def test_play_pair_adaptive_plays_real_environments_paired_and_in_order(sim_registry, tmp_path):
-    from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.authoring.prompts import author_environments
     from envduels_dagster.core.models import Gateway
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.registry import load_registry
 
     gateway = Gateway(load_registry(sim_registry(["journeyman", "oracle"])))
     policy = AdaptivePolicy(max_seeds=6)
@@ -209,9 +209,9 @@ PLAYED = ("env_id", "solver", "condition", "seed", "status", "stop_reason", "tur
 
 
 def _envs_and_gateway(sim_registry, names=("journeyman", "apprentice")):
-    from envduels_dagster.core.authoring import author_environments
+    from envduels_dagster.core.authoring.prompts import author_environments
     from envduels_dagster.core.models import Gateway
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.registry import load_registry
 
     gateway = Gateway(load_registry(sim_registry(list(names))))
     envs = asyncio.run(author_environments(gateway, "journeyman", 2, [0, 1, 2, 3]))
@@ -221,7 +221,7 @@ def _envs_and_gateway(sim_registry, names=("journeyman", "apprentice")):
 
 def test_reused_sandbox_workers_play_the_same_episodes_with_fewer_starts(sim_registry, monkeypatch):
     from envduels_dagster.core import sandbox as sandbox_module
-    from envduels_dagster.core.episodes import play_pair
+    from envduels_dagster.core.play.episode import play_pair
 
     gateway, envs = _envs_and_gateway(sim_registry)
     starts = [0]
@@ -243,9 +243,9 @@ def test_reused_sandbox_workers_play_the_same_episodes_with_fewer_starts(sim_reg
 @pytest.mark.slow
 def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp_path, monkeypatch):
     """Gateway(litellm_processes=1): litellm runs in a child process; episodes, retries and errors are the same."""
-    from envduels_dagster.core.episodes import play_pair
     from envduels_dagster.core.models import Gateway, LLMError
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.play.episode import play_pair
     from tests.core.models.test_providers import SimServerProcess
 
     server = SimServerProcess("--fault-rate", "0.2", "--seed", "3", "--timeout-fault-s", "2")

@@ -3,8 +3,8 @@ only when the simulation plants them.
 
 Why: in the default profiles the author knobs are monotone in solver skill, so the demo's "findings" are
 inputs. The negative-control registry (tests/registries/negative_control.yaml) makes authoring independent
-of skill; the rankings code (core.rankings.compute_rankings, what the ``rankings`` asset runs) must then
-report a role correlation whose interval covers 0, and authoring_progress (core.progress: progress_table,
+of skill; the rankings code (core.rankings.leaderboard.compute_rankings, what the ``rankings`` asset runs) must then
+report a role correlation whose interval covers 0, and authoring_progress (core.rankings.progress: progress_table,
 skill_vs_change) no significant skill-improvement correlation; planted ones are recovered, on synthetic stats and,
 for role separation, through the pipeline (tests/registries/planted_control.yaml).
 """
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from envduels_dagster.core.registry import load_registry
+from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.sim.profiles import AUTHOR_KNOBS, PROFILES, get_profile
 from envduels_dagster.sim.provider import profile_for_model_string as sim_profile
 from tests.helpers.paths import REGISTRIES
@@ -109,7 +109,7 @@ SKILL = np.linspace(0.3, 0.0, 6)  # m0 strongest solver
 ])
 @pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_role_separation_is_found_only_when_planted(control, author_lift):
-    from envduels_dagster.core.rankings import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import compute_rankings
 
     covers, rejects, rhos = 0, 0, []
     for g in range(8):
@@ -158,7 +158,7 @@ def test_skill_improvement_correlation_is_found_only_when_planted(control, hint_
     """What the ``authoring_progress`` asset publishes (progress_table, then skill_vs_change: Spearman rho and an
     exact permutation p over the 6 authors; no interval) on 8 synthetic two-round tournaments. Measured when
     written: negative 0/8 rejected on either change; positive hint change mean rho -0.91, 6/8 rejected."""
-    from envduels_dagster.core.progress import progress_table, skill_vs_change
+    from envduels_dagster.core.rankings.progress import progress_table, skill_vs_change
 
     skill = np.linspace(0.4, 0.0, 6)  # m0 strongest solver
     figures = []
@@ -259,8 +259,8 @@ def test_negative_control_pipeline_finds_no_skill_improvement_correlation(negati
     round-0 solver skill and its round-1 design / hint change, exact permutation p over the 5 authors; and
     skill_change_interval, withheld here: 3-5 lineage pairs an author, below its minimum of 12). Measured when
     written: design rho +0.80, p = 0.13; hint rho -0.50, p = 0.45."""
-    from envduels_dagster.core.progress import MIN_PAIRS, skill_vs_change
-    from envduels_dagster.core.result_checks import skill_change_problems
+    from envduels_dagster.core.checks.results import skill_change_problems
+    from envduels_dagster.core.rankings.progress import MIN_PAIRS, skill_vs_change
 
     db, _, metadata = negative_pipeline
     progress = _read(db, "SELECT * FROM authoring_progress WHERE round = 1")
@@ -305,7 +305,7 @@ def test_planted_control_pipeline_recovers_the_role_separation(planted_pipeline)
     """Planted: solver rank and author rank opposite (population rho -1 up to the ties of the styles). The test
     asserts the published interval excludes 0 and rho <= -0.7, not p: with 5 models the exact permutation p is
     at least 1/60 (rho = -1) and rho = -0.9 gives 0.083."""
-    from envduels_dagster.core.rankings import ROLE_MIN_ENVS
+    from envduels_dagster.core.rankings.leaderboard import ROLE_MIN_ENVS
 
     db, _, _ = planted_pipeline
     s = _read(db, "SELECT * FROM rankings_summary").iloc[0]

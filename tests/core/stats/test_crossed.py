@@ -1,4 +1,4 @@
-"""The lift -> learning test in its crossed design (core.stats.crossed, core.learning_study.correlate).
+"""The lift -> learning test in its crossed design (core.stats.crossed, core.studies.learning.correlate).
 
 Rows share a learner and an author. Under a null with both effects planted in lift and in gain, the
 within-learner shuffle rejects far more often than its level; the published Freedman-Lane test must not.
@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envduels_dagster.core.learning_study import correlate, correlation_summary
 from envduels_dagster.core.stats.crossed import METHOD, crossed_permutation_pvalue
 from envduels_dagster.core.stats.ranks import stratified_permutation_pvalue
+from envduels_dagster.core.studies.learning import correlate, correlation_summary
 from tests.helpers.synthetic_learning import crossed_table
 
 

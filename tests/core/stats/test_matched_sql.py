@@ -18,7 +18,7 @@ import pytest
 
 from envduels_dagster.core.stats import categorize, matched_seeds
 from envduels_dagster.core.stats.matched_sql import COMMITTED, matched_seeds_sql
-from envduels_dagster.core.warehouse import ensure_schema
+from envduels_dagster.core.storage.warehouse import ensure_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 MACROS = ROOT / "dbt_project" / "macros" / "matched_seeds.sql"

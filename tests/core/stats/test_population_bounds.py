@@ -1,4 +1,4 @@
-"""Bounds on the infinite-environment tournament (core.rankings_population): a simultaneous sign set over the
+"""Bounds on the infinite-environment tournament (core.rankings.population): a simultaneous sign set over the
 duels, every undetermined pair completed as win / tie / loss (issue 16)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envduels_dagster.core import rankings as rk
-from envduels_dagster.core.rankings_population import population_columns
-from envduels_dagster.core.rankings_tournament import decide_duels, duels_from_stats
-from envduels_dagster.core.reporting import fmt, transitivity_markdown
-from envduels_dagster.core.result_checks import rankings_problems
+from envduels_dagster.core.checks.results import rankings_problems
+from envduels_dagster.core.rankings import leaderboard as rk
+from envduels_dagster.core.rankings.population import population_columns
+from envduels_dagster.core.rankings.reporting import fmt, transitivity_markdown
+from envduels_dagster.core.rankings.tournament import decide_duels, duels_from_stats
 from envduels_dagster.core.stats.tournament_batch import bradley_terry_batch
 from tests.core.stats.test_tournament_intervals import stats_rows
 

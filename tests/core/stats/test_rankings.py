@@ -1,4 +1,4 @@
-"""Rankings (core.rankings) and design convergence (core.convergence) on hand-computed cases, plus the skill
+"""Rankings (core.rankings.leaderboard) and design convergence (core.rankings.convergence) on hand-computed cases, plus the skill
 order of the simulated models recovered from real play."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envduels_dagster.core import convergence as conv
-from envduels_dagster.core import rankings as rk
 from envduels_dagster.core import stats as st
+from envduels_dagster.core.rankings import convergence as conv
+from envduels_dagster.core.rankings import leaderboard as rk
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows
 from tests.helpers.paths import TESTS
 
@@ -225,13 +225,13 @@ def test_design_convergence_clusters_span_authors():
 @pytest.mark.slow
 def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     """Real play of the five simulated profiles (2 environments each, 4 seeds, peers only)."""
-    from envduels_dagster.core.authoring import author_environments
-    from envduels_dagster.core.cache import CallCache
-    from envduels_dagster.core.episodes import play_pair
+    from envduels_dagster.core.authoring.prompts import author_environments
     from envduels_dagster.core.models import Gateway, RetryPolicy
-    from envduels_dagster.core.registry import load_registry
+    from envduels_dagster.core.models.call_cache import CallCache
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.play.episode import play_pair
     from envduels_dagster.core.stats import env_solver_stats
-    from envduels_dagster.core.warehouse import episodes_frame
+    from envduels_dagster.core.storage.warehouse import episodes_frame
     from envduels_dagster.sim.profiles import PROFILES
     from tests.helpers.pipeline import write_registry
 
@@ -359,7 +359,7 @@ def test_rankings_summary_of_an_incomplete_tournament_and_the_holm_family():
 
 
 def test_stratified_t_interval_of_a_solver_score_by_hand():
-    from envduels_dagster.core.rankings_intervals import ONE_PER_STRATUM, stratified_interval
+    from envduels_dagster.core.rankings.intervals import ONE_PER_STRATUM, stratified_interval
 
     values = np.array([0.4625, 0.525, 0.4, 0.525, 0.65])
     strata = np.array(["a", "a", "b", "b", "b"])
@@ -403,10 +403,10 @@ def test_leaderboard_t_columns_are_added_after_the_older_ones():
 def test_bootstrap_intervals_are_published_only_from_their_calibrated_sizes(envs, scores_shown, ranks_shown):
     """BOOT_MIN_ENVS (30) and RANK_MIN_ENVS (6): below them the bootstrap interval is NULL with its reason,
     and the rankings checks pass either way (a NULL interval with a reason is not a problem)."""
-    from envduels_dagster.core.result_checks import rankings_problems
+    from envduels_dagster.core.checks.results import rankings_problems
 
     stats = panel_stats(np.random.default_rng(4), {"s1": 0.9, "s2": 0.6, "s3": 0.3}, envs_per_author=envs)
-    from envduels_dagster.core.rankings_tournament import duels_from_stats
+    from envduels_dagster.core.rankings.tournament import duels_from_stats
 
     table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=100, n_perm=100)
     for fig in ("solver_score", "solver_hinted", "author_score"):  # (no n_seeds here: no corrected design score)
@@ -430,8 +430,8 @@ def test_bootstrap_intervals_are_published_only_from_their_calibrated_sizes(envs
 def test_corrected_design_t_interval_is_withheld_below_its_calibrated_size():
     """DESIGN_T_MIN_ENVS (30): an author with 29 environments gets no design_score_corrected_ci, with a "not
     calibrated" reason; authors with 30 keep theirs; the benchmarks' withhold_uncalibrated=False keeps all."""
-    from envduels_dagster.core.rankings_tournament import duels_from_stats
-    from envduels_dagster.core.result_checks import rankings_problems
+    from envduels_dagster.core.checks.results import rankings_problems
+    from envduels_dagster.core.rankings.tournament import duels_from_stats
 
     assert rk.DESIGN_T_MIN_ENVS == 30
     stats = panel_stats(np.random.default_rng(11), {"s1": 0.9, "s2": 0.6, "s3": 0.3}, envs_per_author=30)
@@ -456,7 +456,7 @@ def test_corrected_design_t_interval_is_withheld_below_its_calibrated_size():
 def test_a_registry_using_some_of_the_simulated_profiles_gets_skill_ranks_within_1_to_n():
     """Issue 33 item 7: three models whose documented skill ranks are 2, 4 and 5 (of the five profiles)
     published sim_skill_rank 5 among 3 models, so ranks_within_1_to_n withheld the whole rankings table."""
-    from envduels_dagster.core.result_checks import rankings_problems
+    from envduels_dagster.core.checks.results import rankings_problems
 
     skill = {"s2": 0.7, "s4": 0.3, "s5": 0.1}
     table, summary = rk.compute_rankings(panel_stats(np.random.default_rng(5), skill),

@@ -302,7 +302,7 @@ def test_stratified_permutation_keeps_a_between_learner_difference_out_of_the_nu
 
 
 def test_lift_learning_correlation_drops_rows_without_training_environments():
-    from envduels_dagster.core.learning_study import correlate
+    from envduels_dagster.core.studies.learning import correlate
 
     df = pd.DataFrame({"learner": ["l"] * 5, "author": list("abcde"), "lift": [0.1, 0.2, 0.3, 0.4, 0.5],
                        "n_train_envs": [1, 2, 1, 0, 0], "gain": [0.0, 0.1, 0.2, 0.0, 0.0]})

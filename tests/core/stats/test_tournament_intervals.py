@@ -1,4 +1,4 @@
-"""The tournament's intervals from the environment level up (core.rankings_tournament, core.stats.tournament_batch):
+"""The tournament's intervals from the environment level up (core.rankings.tournament, core.stats.tournament_batch):
 duels re-decided per environment replicate, incomplete tournaments, separation, minimum sizes (issue 16)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from envduels_dagster.core import rankings as rk
 from envduels_dagster.core import stats as st
-from envduels_dagster.core.rankings_tournament import decide_duels, duels_from_stats
-from envduels_dagster.core.result_checks import rankings_problems
+from envduels_dagster.core.checks.results import rankings_problems
+from envduels_dagster.core.rankings import leaderboard as rk
+from envduels_dagster.core.rankings.tournament import decide_duels, duels_from_stats
 from envduels_dagster.core.stats.tournament import bradley_terry_fit, observed_triads
 from envduels_dagster.core.stats.tournament_batch import bradley_terry_batch, separated, triads_batch
 

@@ -1,0 +1,241 @@
+"""Play environments with a model, cold and hinted on the same seeds.
+
+Why paired: lift is ``y_hint - y_cold`` on matched seeds, so both conditions of a
+seed are always played. An environment or model failure makes the episode
+``incomplete`` (excluded from statistics), never a solver ``failure``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+
+from envduels_dagster.core.models.contract import SolveRequest
+from envduels_dagster.core.models.types import ChatGateway, LLMError
+from envduels_dagster.core.protocol import (
+    SOLVER_SYSTEM_PROMPT,
+    Condition,
+    EnvironmentSpec,
+    EpisodeRecord,
+    first_user_message,
+    format_action,
+    is_success,
+    parse_boxed,
+)
+from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+
+FORMAT_ERROR_OBSERVATION = "Format error: no action found. Reply with your action inside \\boxed{}."
+
+
+async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, seed: int, condition: Condition,
+                       limits: SandboxLimits | None = None, budget_s: float | None = None,
+                       sandbox: SandboxedEnv | None = None,
+                       lease: Callable[[EnvironmentSpec], AbstractAsyncContextManager[SandboxedEnv]] | None = None,
+                       ) -> EpisodeRecord:
+    """Play one episode. ``budget_s`` caps the wall time spent waiting on the model for the episode.
+
+    ``sandbox``: an already started worker holding this environment, reused across the
+    environment's seeds (``reset`` builds a fresh instance each time); the caller closes
+    it. ``lease``: instead, a context manager factory that yields a started worker for
+    ``env`` (``play_pair``'s worker lanes); a failure to start it ends the episode exactly
+    as a fresh worker's would. By default each episode gets its own worker.
+
+    Raises only for fatal model errors (bad key, unknown provider) and registry errors,
+    which no retry can fix; everything else ends in the record's status.
+    """
+    rec = EpisodeRecord(env_id=env.env_id, author=env.author, solver=solver, condition=condition, seed=seed,
+                        status="incomplete", stop_reason="env_error")
+    messages: list[dict[str, str]] = [{"role": "system", "content": SOLVER_SYSTEM_PROMPT}]
+    t0 = time.perf_counter()
+    try:
+        async with (lease(env) if lease is not None else contextlib.nullcontext(sandbox) if sandbox is not None
+                    else SandboxedEnv(env.source, env.class_name, env.max_turns, limits)) as sandbox:
+            observation, _ = await sandbox.reset(seed)
+            hint = env.hint if condition == "hinted" else None
+            messages.append({"role": "user", "content": first_user_message(observation, hint)})
+            request = SolveRequest(env_id=env.env_id, condition=condition, observation=observation,
+                                   hint=hint or None, max_turns=env.max_turns)
+            while rec.turns < env.max_turns:
+                remaining = None if budget_s is None else budget_s - (time.perf_counter() - t0)
+                if remaining is not None and remaining <= 0:
+                    raise LLMError("budget_exhausted", f"episode budget of {budget_s:g} s used up")
+                try:
+                    async with asyncio.timeout(remaining):  # no extra task per call, unlike wait_for
+                        reply = await gateway.chat(solver, messages, seed=seed, request=request)
+                except TimeoutError:
+                    raise LLMError("budget_exhausted", f"episode budget of {budget_s:g} s used up") from None
+                rec.model_calls += 1
+                rec.retries += len(reply.retried_errors)
+                rec.retry_errors += reply.retried_errors
+                rec.cached_calls += int(reply.cached)
+                rec.prompt_tokens += reply.prompt_tokens
+                rec.completion_tokens += reply.completion_tokens
+                rec.reasoning_tokens += reply.reasoning_tokens
+                rec.cost_usd += reply.cost_usd
+                rec.finish_reasons.append(reply.finish_reason)
+                messages.append({"role": "assistant", "content": reply.text})
+                rec.turns += 1
+                if reply.finish_reason == "length":  # cut at max_tokens: the registry's setting, not the solver
+                    rec.status, rec.stop_reason = "incomplete", "length"
+                    rec.error = (f"the reply was cut at max_tokens ({reply.completion_tokens} completion tokens, "
+                                 f"{reply.reasoning_tokens} of them reasoning): raise max_tokens for {solver} "
+                                 "in the registry")
+                    break
+                action = parse_boxed(reply.text)
+                if action is None:
+                    rec.format_errors += 1
+                    observation, reward, terminated, truncated = FORMAT_ERROR_OBSERVATION, 0.0, False, False
+                else:
+                    observation, reward, terminated, truncated, _ = await sandbox.step(format_action(action))
+                rec.final_reward = reward
+                if terminated or truncated:
+                    rec.status = "success" if is_success(terminated, reward) else "failure"
+                    rec.stop_reason = "terminated" if terminated else "truncated"
+                    break
+                messages.append({"role": "user", "content": observation})
+            else:
+                rec.status, rec.stop_reason = "failure", "max_turns"
+            # No reply may be left unasked-for: environment code that forged a reply line
+            # (it shares the worker's process) shows up here and voids the episode.
+            await sandbox.sync()
+    except SandboxError as exc:
+        rec.status, rec.stop_reason, rec.error = "incomplete", "env_error", f"{exc.kind}: {exc.message}"
+    except LLMError as exc:
+        if exc.fatal:
+            raise
+        if exc.error_class == "stopped_at_budget":  # a cap refused the next call (core/models/budget.py): not a failure
+            rec.status, rec.stop_reason, rec.error = "incomplete", "stopped_at_budget", str(exc)
+        else:
+            rec.status, rec.stop_reason, rec.error = "incomplete", "llm_error", str(exc)
+            rec.retries += len(exc.retried_errors) + 1
+            rec.retry_errors += [*exc.retried_errors, exc.error_class]
+    rec.latency_s = time.perf_counter() - t0
+    rec.transcript = messages
+    return rec
+
+
+async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None = None,
+                    concurrency: int = 8, on_progress: Callable[[int, int], None] | None = None,
+                    budget_s: float | None = None, reuse_sandboxes: bool = False,
+                    episodes_per_worker: int = 16) -> list[EpisodeRecord]:
+    """Every valid environment x its benchmark seeds x {cold, hinted}, at most ``concurrency`` at once.
+
+    ``reuse_sandboxes``: play in ``concurrency`` lanes, each keeping one started worker for
+    consecutive episodes of the same environment (at most ``episodes_per_worker``, then a
+    fresh one), instead of one worker per episode. Records come back in the same order
+    either way. The sandbox's CPU-seconds limit then applies to a worker's episodes together.
+    """
+    jobs = [(env, seed, cond) for env in envs if env.valid for seed in env.benchmark_seeds
+            for cond in ("cold", "hinted")]
+    if reuse_sandboxes:
+        return await _play_in_lanes(gateway, solver, jobs, limits, concurrency, on_progress, budget_s,
+                                    episodes_per_worker)
+    sem = asyncio.Semaphore(concurrency)
+    done = 0
+
+    async def run(env, seed, cond):
+        nonlocal done
+        async with sem:
+            rec = await play_episode(gateway, solver, env, seed, cond, limits, budget_s)
+        done += 1
+        if on_progress is not None:
+            on_progress(done, len(jobs))
+        return rec
+
+    tasks = [asyncio.ensure_future(run(*job)) for job in jobs]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        # A fatal model error ends the pair: stop the other episodes instead of letting them run on.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+class _Lane:
+    """One sandbox worker reused for consecutive episodes of the same environment.
+
+    A worker is handed out again only after an episode that ended normally (its closing
+    ``sync`` passed); any exception closes it, so the next episode starts a fresh one.
+    """
+
+    def __init__(self, limits: SandboxLimits | None, max_episodes: int):
+        self.limits, self.max_episodes = limits, max(1, max_episodes)
+        self.sandbox: SandboxedEnv | None = None
+        self.env_id: str | None = None
+        self.uses = 0
+        self.started = 0
+
+    @contextlib.asynccontextmanager
+    async def lease(self, env: EnvironmentSpec) -> AsyncIterator[SandboxedEnv]:
+        if self.sandbox is not None and (self.env_id != env.env_id or self.uses >= self.max_episodes):
+            await self.close()
+        if self.sandbox is None:
+            sandbox = SandboxedEnv(env.source, env.class_name, env.max_turns, self.limits)
+            self.started += 1
+            await sandbox.start()  # closes itself and raises SandboxError on failure
+            self.sandbox, self.env_id, self.uses = sandbox, env.env_id, 0
+        self.uses += 1
+        try:
+            yield self.sandbox
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        sandbox, self.sandbox, self.env_id = self.sandbox, None, None
+        if sandbox is not None:
+            await sandbox.close()
+
+
+async def _play_in_lanes(gateway: ChatGateway, solver, jobs, limits, concurrency, on_progress, budget_s,
+                         episodes_per_worker) -> list[EpisodeRecord]:
+    """``concurrency`` lanes; a lane stays on its environment while it has episodes left, then moves
+    to the environment with the most episodes left per lane already on it."""
+    queues: dict[str, deque[int]] = {}
+    for i, (env, _, _) in enumerate(jobs):
+        queues.setdefault(env.env_id, deque()).append(i)
+    lanes_on: dict[str, int] = {env_id: 0 for env_id in queues}
+    results: list[EpisodeRecord | None] = [None] * len(jobs)
+    done = 0
+
+    def next_job(current: str | None) -> int | None:
+        if current is not None and queues[current]:
+            return queues[current].popleft()
+        if current is not None:
+            lanes_on[current] -= 1
+        left = [env_id for env_id, q in queues.items() if q]
+        if not left:
+            return None
+        env_id = max(left, key=lambda e: len(queues[e]) / (lanes_on[e] + 1))
+        lanes_on[env_id] += 1
+        return queues[env_id].popleft()
+
+    async def lane_loop() -> None:
+        nonlocal done
+        lane, current = _Lane(limits, episodes_per_worker), None
+        try:
+            while (i := next_job(current)) is not None:
+                env, seed, cond = jobs[i]
+                current = env.env_id
+                results[i] = await play_episode(gateway, solver, env, seed, cond, limits, budget_s, lease=lane.lease)
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, len(jobs))
+        finally:
+            await lane.close()
+
+    tasks = [asyncio.ensure_future(lane_loop()) for _ in range(min(max(1, concurrency), len(jobs)))]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return results  # type: ignore[return-value]

@@ -1,0 +1,148 @@
+"""Playing one (author, solver) pair: which environments, fixed or adaptive seeds, and when to give up.
+
+Why here: the choices a pair run makes (are the stored environments the registry's
+current version, fixed seeds or adaptive sampling, and refusing to record a pair whose
+every model call failed) are the pipeline's policy; they must not depend on Dagster, so
+they are tested on plain records. Both ``duel_episodes`` and every round's pair asset
+call :func:`play_pair_with`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from envduels_dagster.core.play.adaptive import AdaptivePolicy, play_pair_adaptive
+from envduels_dagster.core.play.episode import play_pair
+
+
+class AllCallsFailed(Exception):
+    """Every episode of the pair ended with ``llm_error``: an infrastructure failure, never a solver result."""
+
+
+@dataclass(frozen=True)
+class PairOptions:
+    concurrency: int = 8
+    budget_s: float | None = None
+    reuse_sandboxes: bool = False
+    adaptive: AdaptivePolicy | None = None  # None: every benchmark seed of every valid environment
+
+
+@dataclass
+class PairPlay:
+    records: list
+    adaptive: dict = field(default_factory=dict)  # seeds played vs. fixed, when adaptive
+
+
+def environments_current(env_rows: pd.DataFrame, author_version: str) -> bool:
+    """True when stored environments exist and were all written by the registry's current author version."""
+    return not env_rows.empty and set(env_rows["author_version"]) == {author_version}
+
+
+class StoppedAtBudget(Exception):
+    """A spending cap (core/models/budget.py) stopped the pair before any episode finished: nothing is written."""
+
+
+def require_model_reached(records: list, author: str, solver: str) -> None:
+    """Raise :class:`StoppedAtBudget` when a cap stopped the pair before any episode finished, and
+    :class:`AllCallsFailed` when no episode of the pair reached the model (nothing may be written)."""
+    stopped = [r for r in records if r.stop_reason == "stopped_at_budget"]
+    if stopped and all(r.stop_reason in ("stopped_at_budget", "llm_error") for r in records):
+        raise StoppedAtBudget(f"{author} x {solver} stopped at budget before any episode finished; nothing was "
+                              f"written. {stopped[0].error}")
+    failed = [r for r in records if r.stop_reason == "llm_error"]
+    if records and len(failed) == len(records):
+        raise AllCallsFailed(f"every episode of {author} x {solver} failed to reach the model; nothing was "
+                             f"written. First error: {failed[0].error}")
+
+
+async def play_pair_with(gateway, author: str, solver: str, envs: list, limits, options: PairOptions,
+                         on_progress: Callable[[int, int], None] | None = None) -> PairPlay:
+    """Play the pair with fixed or adaptive seeds as ``options`` say; raise AllCallsFailed if nothing reached it."""
+    if options.adaptive is not None:
+        records, decisions = await play_pair_adaptive(
+            gateway, solver, envs, options.adaptive, limits, options.concurrency, options.budget_s,
+            reuse_sandboxes=options.reuse_sandboxes)
+        result = PairPlay(records, {"adaptive_seeds_played": sum(len(d.seeds_played) for d in decisions),
+                                    "adaptive_seeds_fixed": sum(len(e.benchmark_seeds) for e in envs if e.valid)})
+    else:
+        result = PairPlay(await play_pair(gateway, solver, envs, limits, options.concurrency, on_progress,
+                                          options.budget_s, reuse_sandboxes=options.reuse_sandboxes))
+    require_model_reached(result.records, author, solver)
+    return result
+
+
+def pair_summary(df: pd.DataFrame) -> dict[str, float]:
+    """Cold / hinted pass rates over completed episodes and the pair's lift, for the run's metadata."""
+    from envduels_dagster.core.stats import pair_lift
+
+    done = df[df["status"] != "incomplete"]
+    rates = done.groupby("condition")["status"].apply(lambda s: (s == "success").mean()).to_dict()
+    lift = pair_lift(df)
+    return {"pass_rate_cold": float(rates.get("cold", 0.0)), "pass_rate_hinted": float(rates.get("hinted", 0.0)),
+            "lift": float(lift["lift"].iloc[0]) if len(lift) else 0.0}
+
+
+def in_flight_limit(entry) -> int:
+    """Calls in flight a provider's pool allows across all pairs of a run: ``max_in_flight``, else ``max_concurrency``."""
+    return entry.max_in_flight or entry.max_concurrency
+
+
+def provider_slots(registry, solvers: Iterable[str]) -> dict[str, int]:
+    """Episode slots per solver provider for the pairs a run plays at once (issue 35): its pool's limit.
+
+    A pair playing ``w`` episodes at once (:func:`pair_width`) holds ``w`` of its solver provider's slots,
+    so the pairs in play together keep about as many calls in flight as the provider's pool allows
+    (:func:`in_flight_limit`; the gateway's pool, one per provider, caps the calls themselves) and no
+    more sandbox workers than that. One provider at the defaults (8 slots, 8 episodes a pair): one
+    large pair at a time, as before.
+    """
+    slots: dict[str, int] = {}
+    for name in set(solvers):
+        entry = registry.get(name)
+        slots[entry.provider] = max(slots.get(entry.provider, 0), in_flight_limit(entry))
+    return slots
+
+
+def pair_width(envs: list, episode_concurrency: int) -> int:
+    """Episodes a pair plays at once: its episode concurrency, or fewer when the pair has fewer episodes."""
+    episodes = sum(2 * len(e.benchmark_seeds) for e in envs if e.valid)
+    return max(1, min(episode_concurrency, episodes))
+
+
+class Slots:
+    """A pool of ``total`` slots that a pair takes ``n`` of at once (an asyncio weighted semaphore)."""
+
+    def __init__(self, total: int):
+        self.total = self.free = max(1, total)
+        self._cond = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, n: int):
+        n = max(1, min(n, self.total))
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.free >= n)
+            self.free -= n
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self.free += n
+                self._cond.notify_all()
+
+
+def cut_replies(df: pd.DataFrame, solver: str) -> dict[str, int | str]:
+    """Episodes ended by a reply cut at ``max_tokens`` (``stop_reason = length``), counted apart from solver
+    outcomes, with what to do about them; and the reasoning tokens the pair's replies spent."""
+    cut = int((df["stop_reason"] == "length").sum()) if len(df) else 0
+    out: dict[str, int | str] = {"cut_at_max_tokens": cut,
+                              "reasoning_tokens": int(df["reasoning_tokens"].sum()) if len(df) else 0}
+    if cut:
+        out["cut_at_max_tokens_advice"] = (f"{cut} episode(s) ended because a reply of {solver} was cut at "
+                                           "max_tokens (incomplete, not failures): raise max_tokens for "
+                                           f"{solver} in the registry")
+    return out

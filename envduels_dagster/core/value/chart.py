@@ -1,0 +1,143 @@
+"""The author-value answer as a picture and as one sentence per learner.
+
+Why SVG written by hand: the chart must render offline (no plotting service, no fonts
+to download), inside the Dagster UI's Markdown and as a file, and stay diffable in tests.
+Why the sentence lives here: the demo, the UI and the README say the same thing the same
+way, with intervals and sample sizes, and "insufficient data" / "no price" where due.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from html import escape
+
+import pandas as pd
+
+from envduels_dagster.core.value.author_value import RANKED, SELF, UNPRICED
+
+PANELS = [("per_env", "learnable per environment written"), ("per_usd", "learnable per US dollar"),
+          ("per_kcall", "learnable per 1000 calls")]
+
+
+def _fmt(x: float) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def value_svg(table: pd.DataFrame, learner: str) -> str:
+    """Horizontal bars with 95% whiskers, one row per author, one panel per figure."""
+    rows = table.sort_values(["is_self", "rank", "author"], na_position="last").reset_index(drop=True)
+    label_w, panel_w, row_h, top = 170, 260, 26, 56
+    width, height = label_w + panel_w * len(PANELS) + 20, top + row_h * max(len(rows), 1) + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="8" y="18" font-size="14" font-weight="bold">Which author to pay, for learner '
+           f'{escape(learner)} (bars: estimate, whiskers: 95% interval)</text>']
+    for p, (col, title) in enumerate(PANELS):
+        x0 = label_w + p * panel_w
+        vmax = panel_scale(rows, col)
+        scale = (panel_w - 60) / vmax
+        out.append(f'<text x="{x0}" y="{top - 14}" font-weight="bold">{escape(title)}</text>')
+        out.append(f'<line x1="{x0}" y1="{top - 6}" x2="{x0}" y2="{height - 24}" stroke="#888"/>')
+        for i, r in rows.iterrows():
+            y = top + i * row_h
+            est, lo, hi = r[col], r[f"{col}_lower"], r[f"{col}_upper"]
+            if est is None or not math.isfinite(est):
+                note = "no price" if col == "per_usd" and not r["priced"] else "no data"
+                out.append(f'<text x="{x0 + 4}" y="{y + 15}" fill="#a33">{note}</text>')
+                continue
+            colour = "#999" if r["status"] == SELF else "#3572b0" if r["status"] == RANKED else "#c9a227"
+            clipped = est > vmax  # only a row that does not set the scale (self-authored) can pass its end
+            if clipped:  # drawn to the panel's end, its value written inside, whiskers left out
+                out.append(f'<rect class="bar clipped" x="{x0}" y="{y + 4}" width="{panel_w - 60}" '
+                           f'height="{row_h - 10}" fill="{colour}" opacity="0.5"><title>{escape(str(r["author"]))}: '
+                           f'{_fmt(est)} (off the scale, not ranked)</title></rect>')
+                out.append(f'<text x="{x0 + 4}" y="{y + 15}">{_fmt(est)} (off scale) &#8594;</text>')
+                continue
+            out.append(f'<rect class="bar" x="{x0}" y="{y + 4}" width="{max(est * scale, 1):.1f}" height="{row_h - 10}" '
+                       f'fill="{colour}"><title>{escape(str(r["author"]))}: {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}]'
+                       f'</title></rect>')
+            if math.isfinite(lo) and math.isfinite(hi):
+                yc = y + row_h / 2 - 1
+                out.append(f'<line x1="{x0 + lo * scale:.1f}" y1="{yc}" x2="{x0 + hi * scale:.1f}" y2="{yc}" '
+                           f'stroke="black" stroke-width="1.5"/>')
+                for xv in (lo, hi):
+                    out.append(f'<line x1="{x0 + xv * scale:.1f}" y1="{yc - 5}" x2="{x0 + xv * scale:.1f}" '
+                               f'y2="{yc + 5}" stroke="black" stroke-width="1.5"/>')
+            out.append(f'<text x="{x0 + hi * scale + 4 if math.isfinite(hi) else x0 + est * scale + 4:.1f}" '
+                       f'y="{y + 15}">{_fmt(est)}</text>')
+    for i, r in rows.iterrows():
+        tag = (f"#{int(r['rank'])}" if pd.notna(r["rank"]) else "self" if r["status"] == SELF
+               else "no price" if r["status"] == UNPRICED else "n<min")
+        out.append(f'<text x="8" y="{top + i * row_h + 15}">{escape(str(r["author"]))} ({escape(tag)}, '
+                   f'n={int(r["n_envs"])})</text>')
+    out.append(f'<text x="8" y="{height - 8}" fill="#555">blue: ranked; grey: self-authored (not ranked); '
+               f'yellow: insufficient data or no price (listed apart). Ranked by {escape(str(rows["rank_basis"].iloc[0] if len(rows) else ""))}.'
+               '</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def panel_scale(rows: pd.DataFrame, col: str) -> float:
+    """The panel's full scale: the largest upper bound (or estimate, without one) of the rows that are not
+    self-authored. The learner's own row is shown, not ranked, and must not set the scale: its per-dollar
+    figure was 448 beside ranked authors at 135, 52, 6.5 and 1.34, which left the fourth bar invisible."""
+    values = []
+    for r in rows[rows["status"] != SELF].itertuples(index=False):
+        for v in (getattr(r, f"{col}_upper"), getattr(r, col)):
+            if v is not None and not pd.isna(v) and math.isfinite(v):
+                values.append(float(v))
+                break
+    return max(values or [1.0]) or 1.0
+
+
+def svg_data_uri(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+
+
+def value_summary(table: pd.DataFrame, mix: pd.DataFrame) -> list[str]:
+    """``value_sentence`` for every learner of the ``author_value`` / ``author_value_mix`` tables."""
+    return [value_sentence(table[table["learner"] == learner], mix[mix["learner"] == learner], learner)
+            for learner in sorted(table["learner"].unique())]
+
+
+def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
+    """One line per learner, leading with the best-ranked author; every figure with its interval and n."""
+    if table.empty:
+        return f"for {learner}: insufficient data (no environments written yet)"
+    ranked = table[table["status"] == RANKED].sort_values("rank")
+    if ranked.empty:
+        return f"for {learner}: insufficient data (no other author has enough environments played by {learner})"
+    basis = ranked["rank_basis"].iloc[0]
+    parts = []
+    for i, r in enumerate(ranked.itertuples(index=False)):
+        money = f"{_fmt(r.per_usd)} [{_fmt(r.per_usd_lower)}, {_fmt(r.per_usd_upper)}]" if r.priced else "no price"
+        env = f"{_fmt(r.per_env)} [{_fmt(r.per_env_lower)}, {_fmt(r.per_env_upper)}]"
+        rank = f"rank {int(r.rank)} [{int(r.rank_lower)}-{int(r.rank_upper)}], n={int(r.n_envs)}"
+        if i == 0:
+            parts.append(f"{r.author} gives {env} learnable environments per environment written, {money} per "
+                         f"dollar, {_fmt(r.per_kcall)} per 1000 calls ({rank})")
+        else:
+            parts.append(f"{r.author} {_fmt(r.per_env)}, {_fmt(r.per_usd) if r.priced else 'no price'}, "
+                         f"{_fmt(r.per_kcall)} ({rank})")
+    apart = table[table["status"] == UNPRICED].sort_values("author")
+    others = table[~table["status"].isin([RANKED, UNPRICED])]
+    skipped = [f"{r.author}: {r.status} (n={int(r.n_envs)})" for r in others.itertuples(index=False)]
+    line = f"for {learner} (ranked {'per dollar' if basis == 'per_usd' else 'per call: no author has a price'}): "
+    line += "; ".join(parts)
+    if len(mix):
+        total = mix[mix["author"] == "(total)"].iloc[0]
+        picks = ", ".join(f"{m.author} {m.share:.0%}" for m in mix[mix["author"] != "(total)"].itertuples())
+        unit = f"${total.budget:g}" if total.currency == "usd" else f"{total.budget:g} calls"
+        line += (f". Best mix for {unit}: {picks} -> {_fmt(total.expected_learnable)} "
+                 f"[{_fmt(total.expected_lower)}, {_fmt(total.expected_upper)}] learnable environments")
+    if len(apart):
+        line += ". No price, listed apart (per 1000 calls): " + "; ".join(
+            f"{r.author} {_fmt(r.per_kcall)} [{_fmt(r.per_kcall_lower)}, {_fmt(r.per_kcall_upper)}], "
+            f"{_fmt(r.per_env)} per environment (n={int(r.n_envs)})" for r in apart.itertuples(index=False))
+    if skipped:
+        line += ". Not ranked: " + "; ".join(skipped)
+    return line
