@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder
+	$(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=15
 
 ui: $(STAMP)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/envduels ui

@@ -164,7 +164,9 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
                                                 ASSET_PARTITION_RANGE_END_TAG: batch.end})
             key = batch.start if len(batch) == 1 else None
             result, secs = run(pair_assets[r], key, f"round {r} pairs {batch.start}..{batch.end}",
-                               stage_job("pairs", r), f"pairs round {r}", extra_tags=tags)
+                               stage_job("pairs", r), f"pairs round {r}", extra_tags=tags,
+                               provider_of=batch.solvers[0] if len({providers.get(x) for x in batch.solvers}) == 1
+                               else None)  # one solver provider: tagged like the sensor's runs
             for mat in result.asset_materializations_for_node(pair_assets[r][0].key.to_user_string()):
                 done += 1
                 md = mat.metadata

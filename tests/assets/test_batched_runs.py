@@ -123,7 +123,7 @@ def test_a_pair_stage_runs_in_fewer_runs_and_each_pair_is_materialized_once(pipe
         versions = {m.tags["dagster/data_version"] for m in result.asset_materializations_for_node("duel_episodes")}
         assert len(versions) == 1  # Dagster gives a ranged run one data version: the batch's
     evaluations = [e for r in results for e in r.get_asset_check_evaluations()]
-    assert collections.Counter(str(e.partition) for e in evaluations) == dict.fromkeys(PAIRS, 6)  # six checks each
+    assert collections.Counter(str(e.partition) for e in evaluations) == dict.fromkeys(PAIRS, 7)  # seven checks each
     assert all(e.passed for e in evaluations)
     assert stage_statuses(instance, plan) == [StageStatus.SUCCEEDED]
 

@@ -236,7 +236,7 @@ CORRUPTIONS = [
     ("episodes", "incomplete_episodes_flagged",
      "UPDATE episodes SET stop_reason = 'llm_error', error = 'Timeout' WHERE solver = 'bob' AND author = 'alice' "
      "AND seed = 0 AND condition = 'cold'",
-     "episodes stopped by env_error/llm_error are marked incomplete (never counted as failures): 1 of 1 rows "
+     "episodes stopped by env_error/llm_error/length/stopped_at_budget are marked incomplete (never counted as failures): 1 of 1 rows "
      "violate it, e.g. [env_id=alice.r0.0, seed=0, condition=cold, status=failure]", {}),
     ("episodes", "incomplete_episodes_flagged",
      "UPDATE episodes SET error = NULL WHERE status = 'incomplete'",

@@ -105,6 +105,7 @@ def test_two_authors_and_a_learner_play_only_their_pairs_through_the_real_pipeli
     resources = pipeline_resources(tmp_path, registry, envs_per_author=2, seeds=(0, 1))
     instance = dg.DagsterInstance.ephemeral()
     counts = materialize_all(instance, resources, log=lambda _m: None)
+    assert counts.pop("request").startswith("demo-")  # the runs' envduels/request tag
     assert counts == {"models": 3, "pairs": 2, "authors": 2, "solvers": 1}
 
     def materialized(name):
