@@ -8,12 +8,12 @@ The parser itself lives in ``core/authoring/reply_parsing.py`` (re-exported here
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 from envduels_dagster.core.authoring.duplicates import duplicate_reason, find_duplicate
 from envduels_dagster.core.authoring.plan import AuthoringPlan, design_title
 from envduels_dagster.core.authoring.reply_parsing import AuthorReplyError, ParsedReply, parse_author_reply
+from envduels_dagster.core.concurrency.gather import gather_or_cancel
 from envduels_dagster.core.models.contract import AuthorRequest, Prompt
 from envduels_dagster.core.models.types import ChatGateway
 from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, sha256_text
@@ -152,18 +152,6 @@ def simulated_author(gateway: ChatGateway, author: str) -> bool:
     return bool(entry is not None and (entry.is_simulated or entry.request_contract))
 
 
-async def _all_or_none(coros) -> list:
-    """Await ``coros`` together; on the first failure cancel the rest and raise it (an LLMError stays one)."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-
-
 async def author_environments(gateway: ChatGateway, author: str, count: int, seeds: list[int], limits=None,
                               round_: int = 0, domain: str = DEFAULT_DOMAIN, on_progress=None,
                               plan: AuthoringPlan | None = None) -> list[EnvironmentSpec]:
@@ -187,7 +175,7 @@ async def author_environments(gateway: ChatGateway, author: str, count: int, see
     for wave in plan.waves(count):
         titles = [design_title(s.class_name, s.domain) for s in specs if s.valid]
         prompts = [author_messages(slot, count, domain, seeds, plan.family(slot), titles) for slot in wave]
-        replies = await _all_or_none(gateway.chat(author, prompt, seed=slot) for slot, prompt in zip(wave, prompts))
+        replies = await gather_or_cancel(gateway.chat(author, prompt, seed=slot) for slot, prompt in zip(wave, prompts))
         for slot, reply in zip(wave, replies):
             spec = spec_from_reply(author, slot, reply.text, seeds, round_, PROMPT_VERSION).model_copy(
                 update=usage_fields(gateway, author, reply))

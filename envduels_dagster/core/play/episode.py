@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
+from envduels_dagster.core.concurrency.gather import gather_or_cancel
 from envduels_dagster.core.models.contract import SolveRequest
 from envduels_dagster.core.models.types import ChatGateway, LLMError
 from envduels_dagster.core.protocol import (
@@ -146,15 +147,8 @@ async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpe
             on_progress(done, len(jobs))
         return rec
 
-    tasks = [asyncio.ensure_future(run(*job)) for job in jobs]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        # A fatal model error ends the pair: stop the other episodes instead of letting them run on.
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    # A fatal model error ends the pair: stop the other episodes instead of letting them run on.
+    return await gather_or_cancel(run(*job) for job in jobs)
 
 
 class _Lane:
@@ -230,12 +224,5 @@ async def _play_in_lanes(gateway: ChatGateway, solver, jobs, limits, concurrency
         finally:
             await lane.close()
 
-    tasks = [asyncio.ensure_future(lane_loop()) for _ in range(min(max(1, concurrency), len(jobs)))]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    await gather_or_cancel(lane_loop() for _ in range(min(max(1, concurrency), len(jobs))))
     return results  # type: ignore[return-value]

@@ -1,0 +1,1 @@
+"""Asyncio helpers shared by the packages that run model calls together (play, authoring)."""
