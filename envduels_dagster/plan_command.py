@@ -26,6 +26,15 @@ def run_plan(args: argparse.Namespace) -> int:
     from envduels_dagster.resources.duel_settings import SettingsError, settings_from_env
     from envduels_dagster.settings import cache_location, envduels_home, warehouse, warehouse_location
 
+    if args.yes and not args.pilot:
+        from envduels_dagster.cli_errors import UsageError
+
+        raise UsageError("--yes only goes with --pilot (it runs the pilot without asking)")
+    if args.pilot and args.compare is not None:
+        from envduels_dagster.cli_errors import UsageError
+
+        raise UsageError("--pilot and --compare do not go together: the pilot comes before the run, the "
+                         "comparison after it")
     registry = load_registry()
     overall = budget_from_env()
     caps_for(registry, overall)  # a cap that cannot be enforced is refused here, as a run would refuse it
@@ -62,7 +71,7 @@ def run_plan(args: argparse.Namespace) -> int:
                                                            for m, v in spent.items()))
         return 0
     measured, authored = ({}, {}) if args.defaults_only else known_rates(conn, registry, settings)
-    if getattr(args, "pilot", False):
+    if args.pilot:
         done = run_pilot_command(args, registry, settings, duel, measured, authored, overall)
         if done is None:
             return 0
@@ -134,7 +143,7 @@ def run_pilot_command(args, registry, settings, duel, measured: dict, authored: 
     span = "" if plan.span is None else (f" (range {fmt_count(plan.span[0].calls)}-{fmt_count(plan.span[1].calls)} "
                                          f"calls, {fmt_usd(plan.span[0].usd)}-{fmt_usd(plan.span[1].usd)})")
     print(f"pilot: every author writes its round 0 as the run will ({settings.envs_per_author} environments), then "
-          f"each of the {len(plan.pairs)} pairs plays {n} of them (spread over their lengths) x seed "
+          f"each of the {len(plan.pairs)} pairs plays {min(n, settings.envs_per_author)} of them (spread over their lengths) x seed "
           f"{duel.benchmark_seeds[0]} x cold and hinted; about {fmt_count(t.calls)} calls, {fmt_usd(t.usd)}{span} at "
           "list price. These are the run's own calls: the run gets them from the call cache and does not pay "
           "them twice.")
