@@ -12,6 +12,7 @@ def run_plan(args: argparse.Namespace) -> int:
     """Print (and keep under ENVDUELS_HOME/plans/) what the configured experiment will spend; with --compare, the
     newest kept plan against what the warehouse says was used. Bad budgets or sizes: exit 2, nothing written."""
     import os
+    import sys
     import time
 
     from envduels_dagster.core.models.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
@@ -76,7 +77,7 @@ def run_plan(args: argparse.Namespace) -> int:
         if done is None:
             return 0
         measured, authored = known_rates(conn, registry, settings)
-        print(done)
+        print(done, file=sys.stderr if args.json else sys.stdout)
     plan = plan_experiment(registry, settings, measured, duel.episode_concurrency, authored)
     record = {**plan.to_dict(), "registry": registry.path, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     plans.mkdir(parents=True, exist_ok=True)
@@ -102,14 +103,14 @@ def known_rates(conn, registry, settings) -> tuple[dict, dict]:
     played counts, it was made to measure), then from the run's warehouse, which wins where it has its own."""
     import duckdb
 
+    from envduels_dagster.core.requests.plan import Rate
     from envduels_dagster.core.requests.plan_report import authored_environments, measured_rates
 
     measured: dict = {}
     authored: dict = {}
     if pilot_path().exists():
         with duckdb.connect(str(pilot_path()), read_only=True) as pilot:
-            measured = {m: {n: r.__class__(r.value, r.source.replace("measured", "pilot-measured", 1))
-                            for n, r in rates.items()}
+            measured = {m: {n: Rate(r.value, r.source.replace("measured", "pilot-measured", 1)) for n, r in rates.items()}
                         for m, rates in measured_rates(pilot, registry, min_envs=1, min_episodes=1).items()}
             # the pilot's environments stand for the run's only when written at the run's size
             authored = {key: a for key, a in authored_environments(pilot, registry).items()
@@ -136,6 +137,7 @@ def run_pilot_command(args, registry, settings, duel, measured: dict, authored: 
     from envduels_dagster.core.requests.plan import PlanSettings, fmt_count, fmt_usd, plan_experiment
     from envduels_dagster.settings import cache_location, envduels_home
 
+    out = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the plan's JSON
     n = envs_per_pair(len(registry.authors))
     pilot_settings = PlanSettings(settings.envs_per_author, PILOT_SEEDS, 0, play_envs=n)
     plan = plan_experiment(registry, pilot_settings, measured, duel.episode_concurrency, authored)
@@ -146,13 +148,13 @@ def run_pilot_command(args, registry, settings, duel, measured: dict, authored: 
           f"each of the {len(plan.pairs)} pairs plays {min(n, settings.envs_per_author)} of them (spread over their lengths) x seed "
           f"{duel.benchmark_seeds[0]} x cold and hinted; about {fmt_count(t.calls)} calls, {fmt_usd(t.usd)}{span} at "
           "list price. These are the run's own calls: the run gets them from the call cache and does not pay "
-          "them twice.")
+          "them twice.", file=out)
     if not args.yes:
         if not sys.stdin.isatty():
-            print("pilot not run: add --yes to run it")
+            print("pilot not run: add --yes to run it", file=out)
             return None
         if input("run the pilot? [y/N] ").strip().lower() not in ("y", "yes"):
-            print("pilot not run")
+            print("pilot not run", file=out)
             return None
     cache = cache_location()
     caps = caps_for(registry, overall)
@@ -169,7 +171,7 @@ def run_pilot_command(args, registry, settings, duel, measured: dict, authored: 
                 return await run_pilot(gateway, plan.pairs, list(registry.authors), settings.envs_per_author,
                                        list(duel.benchmark_seeds), conn, authoring_plan=duel.authoring_plan(),
                                        concurrency=duel.episode_concurrency,
-                                       on_progress=lambda msg: print(f"  pilot: {msg}", flush=True))
+                                       on_progress=lambda msg: print(f"  pilot: {msg}", file=out, flush=True))
         finally:
             await gateway.aclose()
 
