@@ -75,6 +75,12 @@ async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, af
             replace_rows(conn, "episodes", df, {"author": a, "solver": s, "round": rnd})
 
 
+def low_high() -> str:
+    from envduels_dagster.core.requests.plan import FILL_RANGE
+
+    return f"{FILL_RANGE[0]:g}-{FILL_RANGE[1]:g}"
+
+
 def main() -> int:
     import duckdb
 
@@ -99,6 +105,9 @@ def main() -> int:
     parser.add_argument("--pilot", type=int, nargs=2, metavar=("ENVS", "SEEDS"),
                         help="first play a pilot of this size (round 0, its own warehouse) and add the plan made from "
                              "the rates it measured")
+    parser.add_argument("--run-pilot", action="store_true",
+                        help="first run `envduels plan --pilot`'s pilot (the run's own authoring and a slice of its "
+                             "play, core/requests/pilot.py) through the same call cache, and add the plan made from it")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     proc, base = start_server(0.0)
@@ -124,6 +133,7 @@ def main() -> int:
 
             piloted: list = []
             pilot_rates: dict = {}
+            run_piloted: list = []
 
             async def go():
                 try:
@@ -134,6 +144,17 @@ def main() -> int:
                         piloted.append(plan_experiment(registry, PlanSettings(args.envs, args.seeds, args.rounds),
                                                        pilot_rates))
                         piloted.append(sum(gw.stats.backend_calls.values()))
+                    if args.run_pilot:  # `envduels plan --pilot`: its calls are the run's own (the cache keeps them)
+                        from envduels_dagster.core.requests.pilot import run_pilot
+
+                        pilot = duckdb.connect()
+                        res = await run_pilot(gw, plan.pairs, list(registry.authors), args.envs,
+                                              list(range(args.seeds)), pilot)
+                        run_piloted.append(plan_experiment(
+                            registry, PlanSettings(args.envs, args.seeds, args.rounds),
+                            measured_rates(pilot, registry, min_envs=1, min_episodes=1),
+                            authored=authored_environments(pilot, registry)))
+                        run_piloted.append(res)
                     await run_experiment(registry, gw, conn, args.envs, args.seeds, args.rounds, replan)
                 finally:
                     await gw.aclose()
@@ -145,6 +166,7 @@ def main() -> int:
             after = compare_rows(replans[0].to_dict(), actual)
             with_pilot = compare_rows(piloted[0].to_dict(), actual) if piloted else None
             pilot_after = compare_rows(replans[1].to_dict(), actual) if piloted else None
+            own_pilot = compare_rows(run_piloted[0].to_dict(), actual) if run_piloted else None
             with urllib.request.urlopen(base.removesuffix("/v1") + "/health") as resp:
                 served = json.loads(resp.read())["requests"]
             paid = ledger.spent()
@@ -164,17 +186,30 @@ def main() -> int:
         print(format_compare(with_pilot))
         print("plan from the pilot's rates once round 0 is written (its environments, the pilot's turn_fill):")
         print(format_compare(pilot_after))
+    if plan.span is not None:
+        low, high = plan.span
+        print(f"range before anything runs (turn_fill {low_high()}): calls {low.calls:,.0f}-{high.calls:,.0f} "
+              f"(actual {total['actual_calls']:,.0f}), usd {low.usd:.4f}-{high.usd:.4f} (actual {total['actual_usd']:.4f})")
+    if own_pilot is not None:
+        res = run_piloted[1]
+        print(f"plan from `envduels plan --pilot` ({res.envs_per_pair} environments per pair x 1 seed, {res.episodes} "
+              f"episodes, {res.paid_calls} calls paid, all of them the run's own):")
+        print(format_compare(own_pilot))
     print(f"server requests={served} ledger paid calls={sum(v['calls'] for v in paid.values())} "
           f"usd={sum(v['usd'] for v in paid.values()):.4f} gateway backend calls={sum(gw.stats.backend_calls.values())}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "after_authoring": after,
                                                "with_pilot": with_pilot, "pilot_after_authoring": pilot_after,
+                                               "own_pilot": own_pilot,
+                                               "range": None if plan.span is None else [vars(x) for x in plan.span],
                                                "served": served}, indent=1))
     print(f"calls_error={total['calls_error']} usd_error={total['usd_error']} after_authoring: "
           f"calls_error={after[-1]['calls_error']} usd_error={after[-1]['usd_error']}"
           + (f" with_pilot: calls_error={with_pilot[-1]['calls_error']} usd_error={with_pilot[-1]['usd_error']}"
              + f" pilot_after_authoring: calls_error={pilot_after[-1]['calls_error']} "
-               f"usd_error={pilot_after[-1]['usd_error']}" if with_pilot and pilot_after else ""))
+               f"usd_error={pilot_after[-1]['usd_error']}" if with_pilot and pilot_after else "")
+          + (f" plan_pilot: calls_error={own_pilot[-1]['calls_error']} usd_error={own_pilot[-1]['usd_error']}"
+             if own_pilot else ""))
     return 0
 
 

@@ -244,6 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ignore rates measured by earlier runs in the warehouse")
     p.add_argument("--compare", nargs="?", const="", default=None, metavar="PLAN.json",
                    help="compare the newest kept plan (or PLAN.json) with what the warehouse says was used")
+    p.add_argument("--pilot", action="store_true",
+                   help="first run a pilot (the run's own authoring and a slice of its play, priced before it "
+                        "starts), then plan from what it measured")
+    p.add_argument("--yes", action="store_true", help="with --pilot: run it without asking")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_plan)
 

@@ -12,6 +12,7 @@ def run_plan(args: argparse.Namespace) -> int:
     """Print (and keep under ENVDUELS_HOME/plans/) what the configured experiment will spend; with --compare, the
     newest kept plan against what the warehouse says was used. Bad budgets or sizes: exit 2, nothing written."""
     import os
+    import sys
     import time
 
     from envduels_dagster.core.models.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
@@ -19,15 +20,22 @@ def run_plan(args: argparse.Namespace) -> int:
     from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
     from envduels_dagster.core.requests.plan_report import (
         actual_from_warehouse,
-        authored_environments,
         compare_rows,
         format_compare,
         format_plan,
-        measured_rates,
     )
     from envduels_dagster.resources.duel_settings import SettingsError, settings_from_env
     from envduels_dagster.settings import cache_location, envduels_home, warehouse, warehouse_location
 
+    if args.yes and not args.pilot:
+        from envduels_dagster.cli_errors import UsageError
+
+        raise UsageError("--yes only goes with --pilot (it runs the pilot without asking)")
+    if args.pilot and args.compare is not None:
+        from envduels_dagster.cli_errors import UsageError
+
+        raise UsageError("--pilot and --compare do not go together: the pilot comes before the run, the "
+                         "comparison after it")
     registry = load_registry()
     overall = budget_from_env()
     caps_for(registry, overall)  # a cap that cannot be enforced is refused here, as a run would refuse it
@@ -63,9 +71,13 @@ def run_plan(args: argparse.Namespace) -> int:
                 print("paid (budget ledger): " + ", ".join(f"{m} {v['calls']} calls ${v['usd']:.4f}"
                                                            for m, v in spent.items()))
         return 0
-    use_warehouse = conn is not None and not args.defaults_only
-    measured = measured_rates(conn, registry) if use_warehouse else {}
-    authored = authored_environments(conn, registry) if use_warehouse else {}
+    measured, authored = ({}, {}) if args.defaults_only else known_rates(conn, registry, settings)
+    if args.pilot:
+        done = run_pilot_command(args, registry, settings, duel, measured, authored, overall)
+        if done is None:
+            return 0
+        measured, authored = known_rates(conn, registry, settings)
+        print(done, file=sys.stderr if args.json else sys.stdout)
     plan = plan_experiment(registry, settings, measured, duel.episode_concurrency, authored)
     record = {**plan.to_dict(), "registry": registry.path, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     plans.mkdir(parents=True, exist_ok=True)
@@ -77,3 +89,97 @@ def run_plan(args: argparse.Namespace) -> int:
         print(format_plan(plan, registry, overall))
         print(f"kept as {kept}; after the run, 'envduels plan --compare' sets it against what was used")
     return 0
+
+
+def pilot_path():
+    """The pilot's own warehouse (``envduels plan --pilot``): its partial pairs never mix with the run's."""
+    from envduels_dagster.settings import envduels_home
+
+    return envduels_home() / "plans" / "pilot.duckdb"
+
+
+def known_rates(conn, registry, settings) -> tuple[dict, dict]:
+    """Measured rates and written environments: from the pilot's warehouse when there is one (every episode it
+    played counts, it was made to measure), then from the run's warehouse, which wins where it has its own."""
+    import duckdb
+
+    from envduels_dagster.core.requests.plan import Rate
+    from envduels_dagster.core.requests.plan_report import authored_environments, measured_rates
+
+    measured: dict = {}
+    authored: dict = {}
+    if pilot_path().exists():
+        with duckdb.connect(str(pilot_path()), read_only=True) as pilot:
+            measured = {m: {n: Rate(r.value, r.source.replace("measured", "pilot-measured", 1)) for n, r in rates.items()}
+                        for m, rates in measured_rates(pilot, registry, min_envs=1, min_episodes=1).items()}
+            # the pilot's environments stand for the run's only when written at the run's size
+            authored = {key: a for key, a in authored_environments(pilot, registry).items()
+                        if a.written == settings.envs_per_author}
+    if conn is not None:
+        for model, rates in measured_rates(conn, registry).items():
+            measured[model] = {**measured.get(model, {}), **rates}
+        authored.update(authored_environments(conn, registry))
+    return measured, authored
+
+
+def run_pilot_command(args, registry, settings, duel, measured: dict, authored: dict, overall) -> str | None:
+    """``envduels plan --pilot``: print what the pilot will spend, ask (or take --yes), run it into its own
+    warehouse and say what it paid; None when it was not run."""
+    import asyncio
+    import sys
+
+    import duckdb
+
+    from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
+    from envduels_dagster.core.models.budget import BudgetLedger, caps_for, ledger_path_for
+    from envduels_dagster.core.models.call_cache import open_call_cache
+    from envduels_dagster.core.requests.pilot import PILOT_SEEDS, envs_per_pair, run_pilot
+    from envduels_dagster.core.requests.plan import PlanSettings, fmt_count, fmt_usd, plan_experiment
+    from envduels_dagster.settings import cache_location, envduels_home
+
+    out = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the plan's JSON
+    n = envs_per_pair(len(registry.authors))
+    pilot_settings = PlanSettings(settings.envs_per_author, PILOT_SEEDS, 0, play_envs=n)
+    plan = plan_experiment(registry, pilot_settings, measured, duel.episode_concurrency, authored)
+    t = plan.total()
+    span = "" if plan.span is None else (f" (range {fmt_count(plan.span[0].calls)}-{fmt_count(plan.span[1].calls)} "
+                                         f"calls, {fmt_usd(plan.span[0].usd)}-{fmt_usd(plan.span[1].usd)})")
+    print(f"pilot: every author writes its round 0 as the run will ({settings.envs_per_author} environments), then "
+          f"each of the {len(plan.pairs)} pairs plays {min(n, settings.envs_per_author)} of them (spread over their lengths) x seed "
+          f"{duel.benchmark_seeds[0]} x cold and hinted; about {fmt_count(t.calls)} calls, {fmt_usd(t.usd)}{span} at "
+          "list price. These are the run's own calls: the run gets them from the call cache and does not pay "
+          "them twice.", file=out)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print("pilot not run: add --yes to run it", file=out)
+            return None
+        if input("run the pilot? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("pilot not run", file=out)
+            return None
+    cache = cache_location()
+    caps = caps_for(registry, overall)
+    ledger = BudgetLedger(ledger_path_for(cache, envduels_home()), caps) if caps.active else None
+    gateway = Gateway(registry, open_call_cache(cache), RetryPolicy(), ledger=ledger, limiter=open_limiter(cache))
+    path = pilot_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = path.with_suffix(".new.duckdb")
+    fresh.unlink(missing_ok=True)
+
+    async def go():
+        try:
+            with duckdb.connect(str(fresh)) as conn:
+                return await run_pilot(gateway, plan.pairs, list(registry.authors), settings.envs_per_author,
+                                       list(duel.benchmark_seeds), conn, authoring_plan=duel.authoring_plan(),
+                                       concurrency=duel.episode_concurrency,
+                                       on_progress=lambda msg: print(f"  pilot: {msg}", file=out, flush=True))
+        finally:
+            await gateway.aclose()
+
+    try:
+        result = asyncio.run(go())
+    except BaseException:
+        fresh.unlink(missing_ok=True)  # a pilot cut short measures nothing: the last complete one stays
+        raise
+    fresh.replace(path)
+    return (f"pilot done: {result.episodes} episodes, {result.paid_calls} calls paid, {result.cached_calls} from the "
+            f"call cache; the plan below uses what it measured (kept in {path})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime
 
 import duckdb
@@ -76,12 +77,12 @@ def test_authors_only_write_the_learner_only_plays_and_an_unpriced_model_is_not_
     assert plan.hours() == pytest.approx(2 * remote.hours)  # authoring and hardening, one after the other
 
 
-def _run_and_store(registry, conn, k: int, seeds: int) -> None:
+def _run_and_store(registry, conn, k: int, seeds: int, gateway: Gateway | None = None) -> None:
     """Author and play every pair the roles allow, through the real gateway, and store it as the pipeline does."""
     now = datetime(2026, 12, 3)
 
     async def go():
-        gw = Gateway(registry, None)
+        gw = gateway or Gateway(registry, None)
         envs = {a: await author_environments(gw, a, k, list(range(seeds))) for a in registry.authors}
         for a, specs in envs.items():
             replace_rows(conn, "environments", environments_frame(specs, "1", now), {"author": a})
@@ -174,3 +175,99 @@ def test_bad_budgets_are_refused_with_a_clear_message_and_nothing_is_written(mon
     if registry_text is A3_CAPPED:
         assert "model(s) a3 have no price, so its budget_usd cannot be enforced" in err
     assert not (tmp_path / "home" / "plans").exists()
+
+
+def test_a_solver_of_unknown_skill_gets_a_range_and_a_measured_one_does_not(roles_registry):
+    from envduels_dagster.core.requests.plan import FILL_RANGE, Rate, model_rates, with_fill
+    from envduels_dagster.core.requests.plan_report import format_plan
+
+    settings = PlanSettings(envs_per_author=10, seeds=4, rounds=0)
+    plan = plan_experiment(roles_registry, settings)
+    assert plan.span is not None
+    low, high = plan.span
+    total = plan.total()
+    assert low.calls < total.calls < high.calls and low.usd < total.usd < high.usd
+    # calls scale with the fill; the prompt per call grows with it too (each call carries the earlier turns)
+    assert high.calls / low.calls == pytest.approx(FILL_RANGE[1] / FILL_RANGE[0], rel=0.01)
+    assert high.prompt_tokens / low.prompt_tokens > high.calls / low.calls
+    rates = model_rates(roles_registry.get("learner"), {})
+    same = with_fill(rates, DEFAULTS["turn_fill"])  # at the default fill: exactly the default rates
+    assert same["turns"].value == pytest.approx(DEFAULTS["turns"])
+    assert same["play_prompt_tokens"].value == pytest.approx(DEFAULTS["play_prompt_tokens"])
+    text = format_plan(plan, roles_registry, None)
+    assert f"calls, ${low.usd:,.4f}-" in text or f"calls, ${low.usd:,.2f}-" in text
+    assert "solver skill is unknown before play" in text and "environment lengths are the defaults'" in text
+    # a learner whose skill a pilot measured: no range left to state
+    measured = {"learner": {"turns": Rate(7.0, "measured (40 episodes)"), "turn_fill": Rate(0.7, "measured (40 episodes)"),
+                            "play_prompt_tokens": Rate(300.0, "measured (40 episodes)")}}
+    assert plan_experiment(roles_registry, settings, measured).span is None
+
+
+def test_a_pilot_slice_plays_the_environments_spread_over_their_lengths():
+    from envduels_dagster.core.requests.pilot import envs_per_pair
+    from envduels_dagster.core.requests.plan import spread
+
+    lengths = [30, 2, 9, 5, 12, 20]
+    assert sorted(lengths[i] for i in spread(lengths, 3)) == [2, 9, 30]  # shortest, middle, longest
+    assert spread(lengths, 10) == list(range(6)) and len(spread(lengths, 1)) == 1
+    assert envs_per_pair(3) == 6 and envs_per_pair(5) == 4 and envs_per_pair(1) == 16  # ~32 episodes a solver
+
+
+def test_the_pilot_states_its_price_and_runs_only_when_asked(monkeypatch, capsys, tmp_path):
+    tiny = ROLES.replace("""  - name: a3
+    model: openai/some-open-model
+    api_base: http://127.0.0.1:9/v1
+    roles: [author]
+""", "")
+    sizes = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "2", "ENVDUELS_ROUNDS": "0"}
+    home = tmp_path / "home"
+    code, out, err = _cli(monkeypatch, capsys, tmp_path, tiny, sizes, "--pilot")  # stdin is not a terminal here
+    assert code == 0, err
+    assert out.startswith("pilot: every author writes its round 0 as the run will (3 environments), then each of "
+                          "the 2 pairs plays 3 of them")
+    assert "pilot not run: add --yes to run it" in out
+    assert not (home / "plans").exists() and not (home / "cache").exists()  # nothing paid, nothing kept
+    code, out, err = _cli(monkeypatch, capsys, tmp_path, tiny, sizes, "--pilot", "--yes")
+    assert code == 0, err
+    assert out.index("about ") < out.index("pilot done: 12 episodes")
+    assert "learner pilot-measured (12 episodes)" in out and "a1 pilot-measured (3 environments), r0 authored" in out
+    assert "range: " not in out  # the learner's skill is measured now
+    assert (home / "plans" / "pilot.duckdb").is_file()
+    planned = json.loads(max((home / "plans").glob("plan-*.json")).read_text())
+    # the run: the same authoring and the pilot's episodes come from the call cache, and the plan holds
+    from envduels_dagster.core.models.call_cache import open_call_cache
+    from envduels_dagster.settings import cache_location
+
+    registry = load_registry(tmp_path / "models.yaml")
+    conn = duckdb.connect(str(tmp_path / "run.duckdb"))
+    gw = Gateway(registry, open_call_cache(cache_location()))
+    _run_and_store(registry, conn, 3, 2, gw)
+    assert sum(gw.stats.cache_hits.values()) >= 6 + 0.4 * sum(gw.stats.backend_calls.values())
+    total = {r["model"]: r for r in compare_rows(planned, actual_from_warehouse(conn, registry))}["total"]
+    assert total["plan_calls"] == pytest.approx(total["actual_calls"], rel=0.10)
+    assert total["plan_usd"] == pytest.approx(total["actual_usd"], rel=0.20)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--yes"], "--yes only goes with --pilot"),
+    (["--pilot", "--compare"], "--pilot and --compare do not go together"),
+])
+def test_pilot_flags_that_do_not_go_together_are_refused(monkeypatch, capsys, tmp_path, argv, expected):
+    code, out, err = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, *argv)
+    assert code == 2 and out == "" and err.startswith(f"envduels: error: {expected}")
+    assert not (tmp_path / "home").exists()
+
+
+def test_the_lift_study_pays_for_no_held_out_environments_when_no_learner_can_be_trained(roles_registry):
+    """A registry of real learners has no trainer: the study used to author 3 held-out environments per author
+    anyway (6 paid calls in the README's 2 x 1 rehearsal, counted on serve-sim) that no plan counted."""
+    import pandas as pd
+
+    from envduels_dagster.core.studies.learning import COLUMNS
+    from envduels_dagster.core.studies.lift import run_study
+
+    gw = Gateway(roles_registry, None)
+    df = asyncio.run(run_study(gw, ["a1", "a2"], {}, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), "all_valid", 3,
+                               [0, 1], None))
+    assert list(df.columns) == COLUMNS and df.empty
+    assert sum(gw.stats.backend_calls.values()) == 0 and sum(gw.stats.cache_hits.values()) == 0

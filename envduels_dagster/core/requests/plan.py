@@ -47,6 +47,12 @@ DEFAULTS = {
 }
 RATE_NAMES = tuple(DEFAULTS)
 
+# What a plan cannot know before play: how skilled each solver is. It sets ``turn_fill`` (calls / max_turns: a
+# won episode stops early, a failing one runs to max_turns), so a plan whose solvers' fill is a default states a
+# range: from a solver as strong as the strongest simulated profile (oracle's 0.69 on the demo) to 1.0, a solver
+# that never wins (every episode to max_turns: no solver costs more). A pilot measures it (``--pilot``).
+FILL_RANGE = (0.69, 1.0)
+
 
 def planned_pairs(registry: Registry) -> list[tuple[str, str]]:
     """(author, solver) for every author-role model x every solver-role model, in registry order: the roster's
@@ -62,6 +68,7 @@ class PlanSettings:
     seeds: int = 8
     rounds: int = 1  # hardening rounds after round 0
     conditions: int = 2  # cold and hinted
+    play_envs: int | None = None  # environments played per pair (a pilot's slice); None: every valid one
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,8 @@ class Plan:
     settings: PlanSettings
     sources: dict[str, dict[str, str]] = field(default_factory=dict)  # model -> rate name -> source
     unpriced: list[str] = field(default_factory=list)
+    # (low, high) totals when some solver's turn_fill is a default (its skill unknown), from FILL_RANGE
+    span: tuple[Line, Line] | None = None
 
     def per_model(self) -> dict[str, Line]:
         out: dict[str, Line] = {}
@@ -120,7 +129,9 @@ class Plan:
         per = self.per_model()
         return {"settings": vars(self.settings), "pairs": [list(p) for p in self.pairs], "unpriced": self.unpriced,
                 "sources": self.sources, "lines": [vars(ln) for ln in self.lines],
-                "models": {m: vars(ln) for m, ln in per.items()}, "total": vars(self.total())}
+                "models": {m: vars(ln) for m, ln in per.items()}, "total": vars(self.total()),
+                "range": None if self.span is None else {"fill": list(FILL_RANGE), "low": vars(self.span[0]),
+                                                         "high": vars(self.span[1])}}
 
 
 def authoring_prompt_tokens(settings: PlanSettings) -> float:
@@ -163,13 +174,27 @@ def plan_experiment(registry: Registry, settings: PlanSettings,
                     measured: dict[str, dict[str, Rate]] | None = None, episode_concurrency: int = 8,
                     authored: dict[tuple[str, int], Authored] | None = None) -> Plan:
     """The plan for ``registry`` at ``settings``; ``measured``: per model, rates that replace the defaults;
-    ``authored``: per (author, round), environments already written (their play is then planned from them)."""
+    ``authored``: per (author, round), environments already written (their play is then planned from them).
+    When a solver's skill is unknown (its turn_fill a default), ``span`` holds the totals at FILL_RANGE."""
+    plan = _plan(registry, settings, measured, episode_concurrency, authored)
+    if any(src.get("turn_fill", "default").startswith("default") for m, src in plan.sources.items()
+           if m in {s for _, s in plan.pairs}):
+        low, high = (_plan(registry, settings, measured, episode_concurrency, authored, fill).total()
+                     for fill in FILL_RANGE)
+        plan.span = (low, high)
+    return plan
+
+
+def _plan(registry: Registry, settings: PlanSettings, measured: dict[str, dict[str, Rate]] | None,
+          episode_concurrency: int, authored: dict[tuple[str, int], Authored] | None,
+          fill: float | None = None) -> Plan:
+    """``fill``: the turn_fill of every solver whose fill is a default (None: the default itself)."""
     measured, authored = measured or {}, authored or {}
     pairs = planned_pairs(registry)
     plan = Plan([], pairs, settings)
     k, n_seeds = settings.envs_per_author, settings.seeds
     author_prompt = authoring_prompt_tokens(settings)
-    rates = {e.name: model_rates(e, measured.get(e.name, {})) for e in registry.models}
+    rates = {e.name: with_fill(model_rates(e, measured.get(e.name, {})), fill) for e in registry.models}
     for entry in registry.models:
         plan.sources[entry.name] = {name: rate.source for name, rate in rates[entry.name].items()}
         if price(entry, 1e6, 1e6) is None:
@@ -198,25 +223,66 @@ def plan_experiment(registry: Registry, settings: PlanSettings,
             if written is not None:  # its environments exist: their number and length are known
                 plan.sources[author][f"environments r{rnd}"] = (f"authored ({written.valid} of {written.written} "
                                                                 f"valid, mean max_turns {written.mean_max_turns:.1f})")
-                calls, prompt = _authored_play(written, rs, suffix, n_seeds * settings.conditions)
+                calls, prompt = _authored_play(written, rs, suffix, n_seeds * settings.conditions, settings.play_envs)
                 if calls > 0:
                     add(s, f"play r{rnd}", calls, prompt / calls, rs["play_completion_tokens"].value, concurrency)
                 continue
-            episodes = k * ra["validity" if rnd == 0 else "harden_validity"].value * n_seeds * settings.conditions
+            valid = k * ra["validity" if rnd == 0 else "harden_validity"].value
+            episodes = min(valid, settings.play_envs or valid) * n_seeds * settings.conditions
             add(s, f"play r{rnd}", episodes * rs["turns" + suffix].value, rs["play_prompt_tokens" + suffix].value,
                 rs["play_completion_tokens"].value, concurrency)
     _merge_pair_lines(plan)
     return plan
 
 
-def _authored_play(written: Authored, rs: dict[str, Rate], suffix: str, per_env: int) -> tuple[float, float]:
-    """Calls and prompt tokens of playing ``written``'s environments: T = turn_fill x max_turns calls an
-    episode, each carrying the earlier turns (a long environment costs more per call, not only more calls)."""
+def _authored_play(written: Authored, rs: dict[str, Rate], suffix: str, per_env: int,
+                   play_envs: int | None = None) -> tuple[float, float]:
+    """Calls and prompt tokens of playing ``written``'s environments (``play_envs`` of them, spread over their
+    lengths, when given): T = turn_fill x max_turns calls an episode, each carrying the earlier turns (a long
+    environment costs more per call, not only more calls)."""
     fill, first, growth = (rs["turn_fill" + suffix].value, rs["play_first_prompt_tokens"].value,
                            rs["play_growth_tokens"].value)
-    lengths = written.max_turns or (written.mean_max_turns,) * written.valid
+    lengths = list(written.max_turns or (written.mean_max_turns,) * written.valid)
+    if play_envs is not None:
+        lengths = [lengths[i] for i in spread(lengths, play_envs)]
     turns = [fill * mt for mt in lengths]
     return (per_env * sum(turns), per_env * sum(t * first + growth * t * max(0.0, t - 1) / 2 for t in turns))
+
+
+def spread(lengths: list, n: int) -> list[int]:
+    """Indices of ``n`` of ``lengths`` evenly spread from the shortest to the longest (a pilot's slice: turn_fill
+    is a ratio to max_turns, and a slice of only short or only long environments would bias it)."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    if n >= len(order):
+        return sorted(order)
+    if n == 1:
+        return [order[len(order) // 2]]
+    return sorted(order[round(j * (len(order) - 1) / (n - 1))] for j in range(n))
+
+
+def with_fill(rates: dict[str, Rate], fill: float | None) -> dict[str, Rate]:
+    """``rates`` with a solver of turn_fill ``fill`` where its fill is a default (its skill unknown).
+
+    Calls per episode scale with the fill (T = fill x max_turns), and so does the prompt per call: an episode
+    of T calls sends T x first + growth x T(T-1)/2 prompt tokens, so over episodes the mean prompt per call is
+    first + growth x (E[T^2]/E[T] - 1) / 2, and E[T^2]/E[T] scales with the fill. Measured turns stay."""
+    if fill is None:
+        return rates
+    out = dict(rates)
+    first, growth = rates["play_first_prompt_tokens"].value, rates["play_growth_tokens"].value
+    for suffix in ("", "_hardened"):
+        base = rates["turn_fill" + suffix]
+        if not base.source.startswith("default"):
+            continue
+        out["turn_fill" + suffix] = Rate(fill, f"assumed (range {FILL_RANGE[0]:g}-{FILL_RANGE[1]:g})")
+        turns, prompt = rates["turns" + suffix], rates["play_prompt_tokens" + suffix]
+        if turns.source.startswith("default") and prompt.source.startswith("default") and growth > 0:
+            ratio = fill / base.value
+            t2_over_t = 2 * (prompt.value - first) / growth + 1  # E[T^2]/E[T] at the default fill
+            out["turns" + suffix] = Rate(turns.value * ratio, out["turn_fill" + suffix].source)
+            out["play_prompt_tokens" + suffix] = Rate(first + growth * (t2_over_t * ratio - 1) / 2,
+                                                      out["turn_fill" + suffix].source)
+    return out
 
 
 def model_rates(entry: ModelEntry, measured: dict[str, Rate]) -> dict[str, Rate]:

@@ -9,7 +9,17 @@ hit costs its list price too, as in ``author_value``), so a plan and its actual 
 from __future__ import annotations
 
 from envduels_dagster.core.models.registry import Registry
-from envduels_dagster.core.requests.plan import DEFAULTS, Authored, Line, Plan, Rate, fmt_count, fmt_usd, price
+from envduels_dagster.core.requests.plan import (
+    DEFAULTS,
+    FILL_RANGE,
+    Authored,
+    Line,
+    Plan,
+    Rate,
+    fmt_count,
+    fmt_usd,
+    price,
+)
 
 MIN_MEASURED_ENVS = 5  # environments of an author before its measured rates replace the defaults
 MIN_MEASURED_EPISODES = 20  # finished episodes of a solver (in a round kind) before its rates are measured
@@ -22,7 +32,8 @@ def _has_tables(conn) -> bool:
     return {"environments", "episodes"} <= found
 
 
-def measured_rates(conn, registry: Registry) -> dict[str, dict[str, Rate]]:
+def measured_rates(conn, registry: Registry, min_envs: int = MIN_MEASURED_ENVS,
+                   min_episodes: int = MIN_MEASURED_EPISODES) -> dict[str, dict[str, Rate]]:
     """Per registry model, the rates earlier runs measured (enough rows only; the rest stay defaults)."""
     out: dict[str, dict[str, Rate]] = {m: {} for m in registry.names}
     if not _has_tables(conn):
@@ -32,7 +43,7 @@ def measured_rates(conn, registry: Registry) -> dict[str, dict[str, Rate]]:
                sum(author_completion_tokens), sum(author_calls)
         FROM environments WHERE author_calls > 0 GROUP BY ALL""").fetchall()
     for author, hardened, n, validity, prompt, completion, calls in envs:
-        if author not in out or n < MIN_MEASURED_ENVS:
+        if author not in out or n < min_envs:
             continue
         src = f"measured ({n} environments)"
         if hardened:
@@ -47,14 +58,39 @@ def measured_rates(conn, registry: Registry) -> dict[str, dict[str, Rate]]:
                sum(max_turns)
         FROM episodes WHERE status <> 'incomplete' AND model_calls > 0 GROUP BY ALL""").fetchall()
     for solver, hardened, n, calls, prompt, completion, max_turns in eps:
-        if solver not in out or n < MIN_MEASURED_EPISODES:
+        if solver not in out or n < min_episodes:
             continue
         src, suffix = f"measured ({n} episodes)", "_hardened" if hardened else ""
         out[solver].update({"turns" + suffix: Rate(calls / n, src), "play_prompt_tokens" + suffix: Rate(prompt / calls, src),
                             "turn_fill" + suffix: Rate(calls / max_turns, src)})
         if not hardened or "play_completion_tokens" not in out[solver]:
             out[solver]["play_completion_tokens"] = Rate(completion / calls, src)
+    for solver, n, first, growth in _prompt_growth(conn):
+        if solver in out and n >= min_episodes:
+            src = f"measured ({n} episodes)"
+            out[solver].update({"play_first_prompt_tokens": Rate(first, src), "play_growth_tokens": Rate(growth, src)})
     return {m: r for m, r in out.items() if r}
+
+
+def _prompt_growth(conn) -> list[tuple[str, int, float, float]]:
+    """Per solver, ``first`` and ``growth`` of an episode's prompt tokens P = first x T + growth x T(T-1)/2 (T its
+    calls: each call carries every earlier turn), least squares over its finished episodes; a solver whose
+    episodes cannot separate the two (all of one length) or give a negative one is left out."""
+    rows = conn.execute("""
+        WITH e AS (SELECT solver, model_calls::DOUBLE AS t, model_calls * (model_calls - 1) / 2.0 AS q,
+                          prompt_tokens::DOUBLE AS p
+                   FROM episodes WHERE status <> 'incomplete' AND model_calls > 0)
+        SELECT solver, count(*), sum(t * t), sum(t * q), sum(q * q), sum(p * t), sum(p * q) FROM e GROUP BY ALL
+        """).fetchall()
+    out = []
+    for solver, n, tt, tq, qq, pt, pq in rows:
+        det = tt * qq - tq * tq
+        if det <= 1e-9 * max(1.0, tt * qq):
+            continue
+        first, growth = (pt * qq - pq * tq) / det, (pq * tt - pt * tq) / det
+        if first > 0 and growth >= 0:
+            out.append((solver, int(n), float(first), float(growth)))
+    return out
 
 
 def authored_environments(conn, registry: Registry) -> dict[tuple[str, int], Authored]:
@@ -154,13 +190,22 @@ def format_plan(plan: Plan, registry: Registry, overall_budget: float | None) ->
            f"{s.rounds} hardening round(s); dollars at the registry's list prices",
            format_table(["model", "roles", "authoring", "play", "calls", "prompt tok", "completion tok", "usd",
                          "hours", "budget"], rows)]
+    if plan.span is not None:
+        low, high = plan.span
+        out.append(f"range: {fmt_count(low.calls)}-{fmt_count(high.calls)} calls, {fmt_usd(low.usd)}-{fmt_usd(high.usd)}: "
+                   f"solver skill is unknown before play (turn_fill = calls / max_turns, default {DEFAULTS['turn_fill']:g}) "
+                   f"and is taken from {FILL_RANGE[0]:g} (a strong solver) to {FILL_RANGE[1]:g} (every episode to "
+                   "max_turns)" + ("" if any(k.startswith("environments") for src in plan.sources.values() for k in src)
+                                   else "; environment lengths are the defaults' until the authors have written")
+                   + "; 'envduels plan --pilot' measures both")
     if plan.unpriced:
         out.append(f"unpriced (no input/output_cost_per_mtok in the registry; not counted as $0): "
                    f"{', '.join(plan.unpriced)}")
     measured = {m: sorted({f"{k.split()[-1]} {v}" if k.startswith("environments") else v for k, v in src.items()
-                           if v.startswith(("measured", "authored"))}) for m, src in plan.sources.items()}
+                           if v.startswith(("measured", "authored", "pilot-measured"))})
+                for m, src in plan.sources.items()}
     measured = {m: v for m, v in measured.items() if v}
-    out.append("rates: " + ("; ".join(f"{m} {', '.join(v)}" for m, v in measured.items()) + " in the warehouse; "
+    out.append("rates: " + ("; ".join(f"{m} {', '.join(v)}" for m, v in measured.items()) + " (warehouse or pilot); "
                             if measured else "") + "defaults (docs/BENCHMARKS.md) for the rest: "
                + ", ".join(f"{k}={v:g}" for k, v in DEFAULTS.items()))
     out.append("hours: stages one after another, models side by side, at each pool's concurrency and rate "

@@ -51,6 +51,8 @@ async def run_study(gw, authors: list[str], learners: dict[str, Callable[[list],
     ``learners`` maps each studied learner to its trainer; ``envs`` is round 0 of table ``environments``,
     ``training`` table ``training_set``, ``lift`` table ``pair_lift``.
     """
+    if not learners:  # no learner can be trained (real models): the held-out environments would be paid for nothing
+        return pd.DataFrame(columns=COLUMNS)
     heldout = {a: await heldout_environments(gw, a, heldout_per_author, seeds, limits) for a in authors}
     frames = []
     for learner, trainer in learners.items():

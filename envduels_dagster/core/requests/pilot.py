@@ -1,0 +1,74 @@
+"""A pilot before a paid run: the run's own round-0 authoring and a slice of its play, to measure what a plan
+made from defaults cannot know (``envduels plan --pilot``).
+
+Why the run's own environments and not a small separate experiment: the earlier documented pilot (3
+environments x 2 seeds) wrote other environments than the run (its brief asks for 3, not 10), so its turns
+per episode missed the run's by 36-64% (docs/BENCHMARKS.md "Plan against actual"), and every call it made
+was spent on nothing the run reused. Here the authoring calls are the run's own (same author, count, seeds
+and authoring plan, so the same prompts): the run's authoring is then answered from the call cache. The
+pilot's episodes are the run's episodes of its first seed on a few environments of each pair (same
+environment, seed and condition, so the same calls): the run replays them from the cache too. What the
+pilot pays is therefore part of the run's bill, paid early, not an extra.
+
+What it measures: the environments (how many validate, each one's ``max_turns``: what sets episode length
+on the author's side) and per solver its ``turn_fill`` (calls / max_turns: what its skill sets) and its
+prompt growth per turn. ``plan_experiment`` then plans every episode from those
+(``core/requests/plan.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+PILOT_EPISODES = 32  # episodes per solver the pilot plays (pooled over its authors), enough to measure turn_fill
+PILOT_SEEDS = 1  # the run's first seeds the pilot plays, cold and hinted
+
+
+@dataclass(frozen=True)
+class PilotResult:
+    envs_per_pair: int
+    episodes: int
+    paid_calls: int  # calls that reached a provider (cache misses): what the pilot paid
+    cached_calls: int
+
+
+def envs_per_pair(n_authors: int, episodes_per_solver: int = PILOT_EPISODES, conditions: int = 2) -> int:
+    """Environments of each pair the pilot plays so that each solver plays about ``episodes_per_solver``."""
+    return max(1, math.ceil(episodes_per_solver / max(1, n_authors * conditions * PILOT_SEEDS)))
+
+
+async def run_pilot(gateway, pairs: list[tuple[str, str]], authors: list[str], envs_per_author: int,
+                    seeds: list[int], conn, limits=None, authoring_plan=None, concurrency: int = 8,
+                    episodes_per_solver: int = PILOT_EPISODES, on_progress=None) -> PilotResult:
+    """Author every author's round 0 as the run will, play ``envs_per_pair`` spread environments x the first
+    seed x both conditions of every pair, and store both in ``conn`` (a warehouse of its own: the pilot's
+    partial pairs must not stand for the run's)."""
+    from envduels_dagster.core.authoring.prompts import author_environments
+    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.requests.plan import spread
+    from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, replace_rows
+
+    now = datetime.now()
+    n = envs_per_pair(len(authors), episodes_per_solver)
+    envs = {}
+    for author in authors:
+        envs[author] = await author_environments(gateway, author, envs_per_author, list(seeds), limits,
+                                                 plan=authoring_plan)
+        replace_rows(conn, "environments", environments_frame(envs[author], "pilot", now), {"author": author})
+        if on_progress is not None:
+            on_progress(f"{author}: {sum(e.valid for e in envs[author])} of {len(envs[author])} environments valid")
+    episodes = 0
+    for author, solver in pairs:
+        valid = [e for e in envs[author] if e.valid]
+        chosen = [valid[i].model_copy(update={"benchmark_seeds": list(valid[i].benchmark_seeds[:PILOT_SEEDS])})
+                  for i in spread([e.max_turns for e in valid], n)]
+        records = await play_pair(gateway, solver, chosen, limits, concurrency)
+        df = episodes_frame(records, {e.env_id: e.max_turns for e in chosen}, "pilot", now)
+        replace_rows(conn, "episodes", df, {"author": author, "solver": solver})
+        episodes += len(records)
+        if on_progress is not None:
+            on_progress(f"{author} x {solver}: {len(records)} episodes")
+    return PilotResult(n, episodes, sum(gateway.stats.backend_calls.values()),
+                       sum(gateway.stats.cache_hits.values()))
