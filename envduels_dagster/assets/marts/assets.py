@@ -158,6 +158,7 @@ def rankings_scope(registry, stats) -> dict[str, str]:
 @dg.asset(
     deps=["authored_environments"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
     tags={"layer": "analysis"}, code_version="1",
+    metadata={"dagster/column_schema": documented_schema("design_convergence")},
     description="How similar environment designs are across authors (cosine of AST-shape n-gram tf-idf) against a "
                 "label-permutation null stratified by environment family (labels shuffled within family), per author "
                 "pair and overall (table `design_convergence`), and the "

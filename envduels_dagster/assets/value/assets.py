@@ -32,14 +32,6 @@ TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("
 MIX_COLUMNS = [("author", "string"), ("currency", "string"), ("budget", "float"), ("share", "float"),
                ("envs_to_write", "float"), ("expected_learnable", "float"), ("expected_lower", "float"),
                ("expected_upper", "float")]
-MIX_DOCS = {"author": "An author of the best mix; (total) sums the mix.",
-            "currency": "usd, or calls when no ranked author has a price.",
-            "budget": "The part of the budget spent on this author (AuthorValueSettings).",
-            "share": "That part as a share of the budget (at most max_share).",
-            "envs_to_write": "Environment slots the budget buys from this author at its measured cost per slot.",
-            "expected_learnable": "Expected learnable environments for the learner from them.",
-            "expected_lower": "95% bootstrap lower bound of expected_learnable.",
-            "expected_upper": "95% bootstrap upper bound of expected_learnable."}
 
 
 def author_value_table(table) -> dg.TableMetadataValue:
@@ -54,7 +46,9 @@ def author_value_table(table) -> dg.TableMetadataValue:
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver),
           dg.AssetDep(authored_environments, partition_mapping=dg.AllPartitionMapping())],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"}, code_version="3",
-    metadata={"dagster/column_schema": documented_schema("author_value")},
+    # The asset writes two tables: author_value's columns are its schema, author_value_mix's stand beside them.
+    metadata={"dagster/column_schema": documented_schema("author_value"),
+              "author_value_mix columns": dg.MetadataValue.table_schema(documented_schema("author_value_mix"))},
     description="For one learner (partition): per author, expected learnable environments per environment "
                 "written, per dollar and per 1000 authoring calls, with 95% intervals, validity rate and a rank "
                 "with its uncertainty; the best author mix for AuthorValueSettings' budget. "
@@ -90,7 +84,7 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         "num_rows": len(table),
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
-        "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, descriptions=MIX_DOCS),
+        "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, "author_value_mix"),
         "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
     })
 

@@ -77,6 +77,148 @@ AUTHOR_VALUE = {
     "p_best": "Share of bootstrap replicates in which the author ranks first.",
 }
 
+MODEL_REGISTRY = {
+    "name": "The model's name in the registry (models.yaml): its partition key in every per-model asset.",
+    "model": "provider/model string: a litellm model, or a registered provider's (envduels-sim/<profile>).",
+    "api_base": "The endpoint's base URL (NULL: the provider's default).",
+    "api_key_env": "NAME of the environment variable holding the API key (never the key itself).",
+    "version": "The model's version label: changing it marks its episodes and environments stale.",
+    "pool": "Provider label the concurrency and rate limits are shared by (default: the model prefix).",
+    "provider": "The provider prefix of model (openai, envduels-sim, ...).",
+    "simulated": "True for a simulated model (envduels-sim): no network, no cost.",
+    "temperature": "Sampling temperature sent with every call.",
+    "max_tokens": "Completion token limit per call.",
+    "max_concurrency": "Calls in flight for this model within one pair.",
+    "requests_per_minute": "Provider request rate limit, shared by the pool within a run (NULL: none).",
+    "client": "Client path: auto, litellm or fast (the lean HTTP client for OpenAI-compatible servers).",
+    "input_cost_per_mtok": "List price in USD per million prompt tokens.",
+    "output_cost_per_mtok": "List price in USD per million completion tokens.",
+    "roles": "What the model does: author (writes environments), solver (plays them), or both.",
+    "budget_usd": "Spending cap for this model's calls (NULL: none).",
+    "timeout_s": "Timeout per call, in seconds.",
+    "params": "Provider options passed as given (JSON).",
+    "reasoning_cost_per_mtok": "USD per million reasoning tokens (NULL: priced as output tokens).",
+    "tokens_per_minute": "Provider token rate limit, per pool (NULL: none).",
+    "max_in_flight": "Calls in flight for the pool across all pairs of a run (NULL: max_concurrency).",
+    "max_reply_bytes": "Cap on one reply's body, raw and decompressed: past it the call fails as malformed.",
+}
+
+ENVIRONMENTS = {
+    "env_id": "Environment id: unique per version (a hardened rewrite gets a new id).",
+    "author": "The model that wrote it (or the import's label).",
+    "round": "0 = original authoring, r = hardening round r.",
+    "domain": "The environment's domain (search, deduction, navigation, induction, ...).",
+    "family": "The author's own label of the design (informational only).",
+    "class_name": "The environment class in its source (EnvDuels export format v1).",
+    "max_turns": "Turn limit the environment is played with.",
+    "source": "The environment's Python source as written.",
+    "source_sha256": "sha256 of source.",
+    "hint": "The author's privileged hint, given to the hinted side only.",
+    "benchmark_seeds": "Seeds every solver plays it on (cold and hinted on each).",
+    "valid": "Passed validation (loads in the sandbox, deterministic, winnable, not a duplicate).",
+    "reject_reason": "Why validation rejected it (NULL when valid).",
+    "winnability": "proven (a winning play was found), unproven or failed.",
+    "parent_env_id": "The environment a hardening round rewrote (NULL in round 0).",
+    "author_version": "The author's registry version when it was written.",
+    "author_meta": "The metadata block exactly as the author wrote it (JSON).",
+    "materialized_at": "When the row was written (UTC).",
+    "author_calls": "Model calls spent writing it (authoring or hardening; validation makes none).",
+    "author_prompt_tokens": "Prompt tokens of those calls.",
+    "author_completion_tokens": "Completion tokens of those calls.",
+    "author_cost_usd": "Their cost at list price, cache hits included; NULL when the model has no price.",
+    "prompt_version": "The authoring prompt the reply answered (NULL for imports and older rows).",
+}
+
+EPISODES = {
+    "env_id": "The environment played (table environments).",
+    "author": "The model that wrote the environment.",
+    "solver": "The model that played it.",
+    "round": "The environment's round (0 = original authoring, r = hardening round r).",
+    "condition": "cold (no hint) or hinted (the author's hint in the prompt).",
+    "seed": "The environment seed (unsigned 64-bit).",
+    "status": "success, failure, or incomplete (never counted as a failure).",
+    "stop_reason": "Why it ended: terminated, truncated, max_turns; or (incomplete) env_error, llm_error, length, "
+                   "stopped_at_budget.",
+    "turns": "Turns played.",
+    "max_turns": "The environment's turn limit.",
+    "format_errors": "Replies without a parsable action.",
+    "final_reward": "The environment's reward at the end (1 = solved).",
+    "prompt_tokens": "Prompt tokens of the solver's calls.",
+    "completion_tokens": "Completion tokens of the solver's calls.",
+    "cost_usd": "Cost of those calls at list price (0 when unpriced).",
+    "latency_s": "Wall time of the episode, in seconds.",
+    "model_calls": "Model calls the episode made.",
+    "cached_calls": "Of those, calls answered by the call cache.",
+    "retries": "Failed attempts the gateway retried (rate limits, 5xx, timeouts, ...).",
+    "retry_errors": "The retried errors' kinds, comma-separated.",
+    "error": "The error that made the episode incomplete (NULL otherwise).",
+    "transcript": "Each turn's observation, reply and action (JSON); read with `envduels show`.",
+    "is_self_pair": "True when the solver plays its own environment (kept, flagged, left out of peer scores).",
+    "solver_version": "The solver's registry version when played.",
+    "materialized_at": "When the row was written (UTC).",
+    "sampling": "fixed (seed committed before any outcome) or adaptive (played because earlier seeds left the "
+                "verdict open; left out of the marts).",
+    "reasoning_tokens": "The part of completion_tokens spent reasoning (reasoning models).",
+    "finish_reasons": "The provider's finish reason per reply (JSON list).",
+}
+
+AUTHORING_PROGRESS = {
+    "author": "The author whose hardened environments are compared with their parents.",
+    "round": "The hardening round r >= 1 (children of round r against their round r-1 parents).",
+    "n_pairs": "Parent -> child lineage pairs behind the changes.",
+    "solver_skill": "Mean cold success of the peer solvers (the panel the scores are measured on).",
+    "design_before": "Mean design score of the parents.",
+    "design_after": "Mean design score of the children.",
+    "design_change": "Mean paired change in design score (child - parent).",
+    "design_change_lower": "design_change: 95% t interval over lineage pairs, lower bound.",
+    "design_change_upper": "design_change: 95% t interval, upper bound.",
+    "hint_before": "Mean hint lift of the parents.",
+    "hint_after": "Mean hint lift of the children.",
+    "hint_change": "Mean paired change in hint lift (child - parent).",
+    "hint_change_lower": "hint_change: 95% t interval over lineage pairs, lower bound.",
+    "hint_change_upper": "hint_change: 95% t interval, upper bound.",
+    "design_change_reason": "Why the design_change interval is withheld (too few pairs, no spread).",
+    "hint_change_reason": "Why the hint_change interval is withheld.",
+}
+
+LIFT_LEARNING = {
+    "learner": "The learner trained.",
+    "author": "The author whose training-set environments it was trained on.",
+    "lift": "Mean hint lift the author's environments give the learner (pair_lift).",
+    "n_train_envs": "Training-set environments from this author (rows with 0 are left out of the figures).",
+    "n_heldout_envs": "Valid held-out environments of the author (written for the study, never trained on).",
+    "cold_before": "The learner's cold success on the held-out environments before training.",
+    "cold_after": "The same after training.",
+    "gain": "cold_after - cold_before.",
+}
+
+AUTHOR_VALUE_MIX = {
+    "learner": "The learner the budget is spent for.",
+    "author": "An author of the best mix; (total) sums the mix.",
+    "currency": "usd, or calls when no ranked author has a price.",
+    "budget": "The part of the budget spent on this author (AuthorValueSettings).",
+    "share": "That part as a share of the budget (at most max_share).",
+    "envs_to_write": "Environment slots the budget buys from this author at its measured cost per slot.",
+    "expected_learnable": "Expected learnable environments for the learner from them.",
+    "expected_lower": "95% bootstrap lower bound of expected_learnable.",
+    "expected_upper": "95% bootstrap upper bound of expected_learnable.",
+}
+
+DESIGN_CONVERGENCE = {
+    "scope": "overall (all cross-author pairs), pair (two authors) or within (one author's own environments).",
+    "author_a": "First author of the pair (NULL on the overall row).",
+    "author_b": "Second author (the same as author_a on a within row).",
+    "n_env_pairs": "Environment pairs the similarity is averaged over.",
+    "similarity": "Mean cosine similarity of the environments' AST-shape n-gram tf-idf vectors.",
+    "null_mean": "Mean similarity under the label-permutation null.",
+    "null_lower": "2.5% quantile of the null.",
+    "null_upper": "97.5% quantile of the null.",
+    "z_score": "(similarity - null_mean) / the null's standard deviation.",
+    "p_value": "One-sided permutation p-value for more similar than chance.",
+    "p_value_holm": "p_value with Holm's adjustment over the author pairs (pair rows only).",
+    "null_strata": "What the null permutes author labels within (family, domain, or unstratified).",
+}
+
 _SCORES = {
     "solver_score": "Mean cold success on other authors' environments",
     "solver_hinted": "Mean hinted success on other authors' environments",
@@ -121,7 +263,10 @@ def _rankings() -> dict[str, str]:
 
 
 RANKINGS = _rankings()
-DOCS = {"training_set": TRAINING_SET, "author_value": AUTHOR_VALUE, "rankings": RANKINGS}
+DOCS = {"training_set": TRAINING_SET, "author_value": AUTHOR_VALUE, "rankings": RANKINGS,
+        "model_registry": MODEL_REGISTRY, "environments": ENVIRONMENTS, "episodes": EPISODES,
+        "authoring_progress": AUTHORING_PROGRESS, "lift_learning": LIFT_LEARNING,
+        "author_value_mix": AUTHOR_VALUE_MIX, "design_convergence": DESIGN_CONVERGENCE}
 
 
 def describe(table: str, column: str) -> str | None:
