@@ -43,21 +43,24 @@ def utcnow() -> dt.datetime:
 TABLE_METADATA_KEYS = ("dagster/row_count", "dagster/column_schema", "dagster/table_name")
 
 
-def table_metadata(warehouse: Any, table: str, where: dict[str, object] | None = None) -> dict[str, Any]:
+def table_metadata(warehouse: Any, table: str, where: dict[str, object] | None = None,
+                   descriptions: dict[str, str] | None = None) -> dict[str, Any]:
     """Dagster's standard table metadata of warehouse ``table``: row count (of the rows matching ``where``,
     e.g. the partition's), column schema (the table's DuckDB columns) and qualified table name.
 
     ``warehouse``: an open DuckDB connection, or a resource with ``get_connection()`` (a short connection
-    of its own is opened then). Read after the write, so it reports what the table holds."""
+    of its own is opened then). Read after the write, so it reports what the table holds. Column descriptions:
+    ``descriptions`` (a dbt model's, from its schema.yml), else ``core/storage/column_docs.py``."""
     from envduels_dagster.core.storage.column_docs import describe
     from envduels_dagster.core.storage.warehouse import describe_table
 
     if hasattr(warehouse, "get_connection"):
         with warehouse.get_connection() as conn:
-            return table_metadata(conn, table, where)
+            return table_metadata(conn, table, where, descriptions)
     name, columns, rows = describe_table(warehouse, table, where)
-    schema = dg.TableSchema(columns=[dg.TableColumn(column, ctype, description=describe(table, column))
-                                     for column, ctype in columns])
+    schema = dg.TableSchema(columns=[
+        dg.TableColumn(column, ctype, description=(descriptions or {}).get(column) or describe(table, column))
+        for column, ctype in columns])
     return {"dagster/row_count": rows, "dagster/column_schema": schema, "dagster/table_name": name}
 
 

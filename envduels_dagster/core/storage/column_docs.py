@@ -5,8 +5,10 @@ description per column a reader of ``training_set``, ``author_value`` or ``ranki
 ``p_best`` or ``solver_rank_upper`` is. The Dagster layer attaches these to the asset definitions and to
 every materialization's schema (``assets/shared.py``); the README's table of tables points here. A column
 added to a table's schema gets its line here too (``tests/core/test_column_docs.py`` checks that every
-column of these tables has one).
-"""
+column of the warehouse tables the Python assets write has one; ``tests/assets/test_column_schemas.py`` that
+every table asset shows described columns). Not here, each in its own one source: the dbt marts' columns
+(``dbt_project/models/marts/schema.yml``, read by dagster-dbt; ``pair_lift`` included) and the export files'
+(``core/training/contract.py``, the fields' descriptions)."""
 
 from __future__ import annotations
 
