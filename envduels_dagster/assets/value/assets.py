@@ -19,6 +19,7 @@ from envduels_dagster.assets.shared import (
     table_metadata,
     table_version,
 )
+from envduels_dagster.core.storage.column_docs import describe
 from envduels_dagster.resources import AuthorValueSettings
 
 TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("rank_lower", "int"),
@@ -32,6 +33,22 @@ TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("
 MIX_COLUMNS = [("author", "string"), ("currency", "string"), ("budget", "float"), ("share", "float"),
                ("envs_to_write", "float"), ("expected_learnable", "float"), ("expected_lower", "float"),
                ("expected_upper", "float")]
+
+
+CHART_COLUMNS = [("author", "string"), ("rank", "string"), ("n_envs", "int"), ("per_env", "string"),
+                 ("per_usd", "string"), ("per_kcall", "string")]
+
+
+def chart_table(table) -> dg.TableMetadataValue:
+    """The author-value chart inline on the asset's page: a metadata table of text bars (``core.value.chart.value_bars``).
+
+    Why a table: the Dagster UI (1.13) draws a ``MetadataValue.table`` in place, but Markdown of 1000 characters or
+    more, such as the SVG chart as a data-URI image, only behind "[Show Markdown]"."""
+    from envduels_dagster.core.value.chart import BAR_LEGEND, value_bars
+
+    docs = {"rank": "Rank with its 95% interval among the ranked authors, else why the author is not ranked.",
+            **{col: f"{describe('author_value', col)} {BAR_LEGEND}" for col in ("per_env", "per_usd", "per_kcall")}}
+    return display_table(value_bars(table), CHART_COLUMNS, "author_value", descriptions=docs)
 
 
 def author_value_table(table) -> dg.TableMetadataValue:
@@ -78,7 +95,8 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
     versioned = table_version(warehouse, "author_value", "author_value_mix", where={"learner": learner})
     return dg.MaterializeResult(data_version=versioned, metadata={  # the headline answer first, details after
         "answer": dg.MetadataValue.md(answer),
-        "chart": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
+        "chart": chart_table(table),  # drawn in place by the UI
+        "chart_image": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
         "author_value": author_value_table(table),
         **table_metadata(warehouse, "author_value", {"learner": learner}),
         "num_rows": len(table),
