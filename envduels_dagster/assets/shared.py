@@ -117,10 +117,11 @@ def contract_schema(model: Any) -> dg.TableSchema:
         for name, field in model.model_fields.items()])
 
 
-def round_for_display(value: Any, digits: int = 3) -> Any:
-    """A cell for a metadata table read by people: floats to ``digits`` significant decimals (storage keeps full
-    precision), NaN/inf/NA as None, numpy scalars as Python ones."""
-    import math
+def round_for_display(value: Any) -> Any:
+    """A cell for a metadata table read by people: NaN/inf/NA as None, numpy scalars as Python ones, a float by the
+    plain rule of ``core.stats.rounding`` (an estimate with an interval is rounded by ``display_table``). Storage
+    keeps full precision."""
+    from envduels_dagster.core.stats.rounding import round_plain
 
     try:
         if value is None or value != value:  # NaN, pandas NA
@@ -128,24 +129,37 @@ def round_for_display(value: Any, digits: int = 3) -> Any:
     except (TypeError, ValueError):
         return None
     value = value.item() if hasattr(value, "item") else value
-    if isinstance(value, float):
-        if not math.isfinite(value):
+    return round_plain(value) if isinstance(value, float) else value
+
+
+def _cell(value: Any) -> Any:
+    """A cell already rounded (``core.stats.rounding.round_row``) as a plain Python value; missing ones None."""
+    try:
+        if value is None or value != value:
             return None
-        return round(value, digits) if abs(value) < 1000 else round(value)
-    return value
+    except (TypeError, ValueError):
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
 def display_table(rows: list[dict], columns: list[tuple[str, str]], table: str | None = None,
                   descriptions: dict[str, str] | None = None) -> dg.TableMetadataValue:
     """A sortable ``MetadataValue.table`` of ``rows`` (dicts) over ``columns`` (name, Dagster type), each column
-    described (``descriptions``, else ``core/storage/column_docs.py`` for ``table``) and every float rounded for display."""
+    described (``descriptions``, else ``core/storage/column_docs.py`` for ``table``); an estimate and its interval
+    rounded to what the interval justifies, other floats by the plain rule (``core.stats.rounding``)."""
     from envduels_dagster.core.storage.column_docs import describe
 
     def text(name: str) -> str | None:
         return (descriptions or {}).get(name) or (describe(table, name) if table else None)
 
     schema = dg.TableSchema(columns=[dg.TableColumn(name, kind, description=text(name)) for name, kind in columns])
-    records = [dg.TableRecord({name: round_for_display(row.get(name)) for name, _ in columns}) for row in rows]
+    from envduels_dagster.core.stats.rounding import interval_columns, round_row
+
+    names = [name for name, _ in columns]
+    records = []
+    for row in rows:
+        rounded = round_row(row, interval_columns(list(row)))  # by the row's own intervals, shown or not
+        records.append(dg.TableRecord({name: _cell(rounded.get(name)) for name in names}))
     return dg.MetadataValue.table(records=records, schema=schema)
 
 

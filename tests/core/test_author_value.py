@@ -169,7 +169,10 @@ def test_the_inline_chart_draws_text_bars_ranked_first_the_self_row_last_and_cli
     top = table.set_index("author").loc[rows[0]["author"]]
     bar = rows[0]["per_usd"][:BAR_WIDTH]
     assert len(bar) == BAR_WIDTH and bar.rstrip(" ").endswith("\u2591") or top["per_usd_upper"] == top["per_usd"]
-    assert f"{top['per_usd']:.1f}" in rows[0]["per_usd"]
+    from envduels_dagster.core.stats.rounding import format_estimate
+
+    # the figure beside the bar is rounded to what its interval justifies (56.0 [20.1, 89.6] reads 60 [20, 90])
+    assert rows[0]["per_usd"].endswith(" " + format_estimate(top["per_usd"], top["per_usd_lower"], top["per_usd_upper"]))
 
 
 def test_a_text_bar_at_its_edges():
@@ -234,7 +237,8 @@ def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehou
     result = _materialize(db, [LEARNER, "cheap", "pricey"])
     assert result.success
     md = result.asset_materializations_for_node("author_value")[0].metadata
-    assert "cheap gives 0.56 [" in md["answer"].value and "56.0 [" in md["answer"].value
+    # rounded to what the intervals justify (core.stats.rounding): 0.56 [0.12, 0.90] and 56.0 [11.8, 89.6]
+    assert "cheap gives 0.6 [0.1, 0.9] " in md["answer"].value and "60 [10, 90] per" in md["answer"].value
     assert md["chart_image"].value.startswith("![author value for learner](data:image/svg+xml;base64,")
     chart = md["chart"]  # the inline chart: a metadata table of text bars, described
     assert isinstance(chart, dg.TableMetadataValue) and chart.records[0].data["rank"].startswith("#1 [")

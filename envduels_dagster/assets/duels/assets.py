@@ -26,7 +26,14 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import by_author, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, documented_schema, markdown_table, table_metadata, table_version, utcnow
+from envduels_dagster.assets.shared import (
+    OWNERS,
+    documented_schema,
+    markdown_table,
+    table_metadata,
+    table_version,
+    utcnow,
+)
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 # Backfills launched from the UI: at most this many pairs per run (the sensor batches its own stages,

@@ -17,7 +17,14 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import PAIR_BACKFILL_POLICY, play_pairs
 from envduels_dagster.assets.registry.partitions import by_author, models_partitions, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, documented_schema, markdown_table, table_metadata, table_version, utcnow
+from envduels_dagster.assets.shared import (
+    OWNERS,
+    documented_schema,
+    markdown_table,
+    table_metadata,
+    table_version,
+    utcnow,
+)
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 

@@ -20,6 +20,16 @@ PANELS = [("per_env", "learnable per environment written"), ("per_usd", "learnab
           ("per_kcall", "learnable per 1000 calls")]
 
 
+def _est(x, lower, upper) -> str:
+    """``x [lower, upper]`` rounded to what the interval justifies (``core.stats.rounding``); ``x [n/a, n/a]`` by
+    ``_fmt`` without an interval."""
+    from envduels_dagster.core.stats.rounding import format_estimate, interval_decimals
+
+    if interval_decimals(lower, upper) is None:
+        return f"{_fmt(x)} [{_fmt(lower)}, {_fmt(upper)}]"
+    return format_estimate(x, lower, upper)
+
+
 def _fmt(x: float) -> str:
     if x is None or not math.isfinite(x):
         return "n/a"
@@ -122,11 +132,12 @@ def text_bar(est: float | None, lower: float | None, upper: float | None, scale:
     return "\u2588" * low + "\u2593" * (mid - low) + "\u2591" * (high - mid) + " " * (width - high)
 
 
-def value_bars(table: pd.DataFrame, fmt=None) -> list[dict]:
+def value_bars(table: pd.DataFrame) -> list[dict]:
     """The author-value chart as rows of text: per author (ranked first, by rank; then those listed apart; the
     learner's own row last) its status and one bar per panel of ``value_svg``, each followed by the estimate and
-    its 95% interval (``fmt(estimate, lower, upper)`` writes them; default two decimals)."""
-    fmt = fmt or (lambda e, lo, hi: f"{_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}]" if _fmt(lo) != "n/a" else _fmt(e))
+    its 95% interval, rounded to what the interval justifies (``core.stats.rounding``)."""
+    from envduels_dagster.core.stats.rounding import format_estimate
+
     rows = table.assign(_self=table["status"] == SELF).sort_values(["_self", "rank", "author"], na_position="last")
     scales = {col: panel_scale(rows, col) for col, _ in PANELS}
     out = []
@@ -140,7 +151,7 @@ def value_bars(table: pd.DataFrame, fmt=None) -> list[dict]:
                 row[col] = "no price" if col == "per_usd" and not r["priced"] else "no data"
                 continue
             off = " (off scale)" if est > scales[col] else ""
-            row[col] = f"{text_bar(est, lo, hi, scales[col])} {fmt(est, lo, hi)}{off}"
+            row[col] = f"{text_bar(est, lo, hi, scales[col])} {format_estimate(est, lo, hi)}{off}"
         out.append(row)
     return out
 
@@ -165,8 +176,8 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
     basis = ranked["rank_basis"].iloc[0]
     parts = []
     for i, r in enumerate(ranked.itertuples(index=False)):
-        money = f"{_fmt(r.per_usd)} [{_fmt(r.per_usd_lower)}, {_fmt(r.per_usd_upper)}]" if r.priced else "no price"
-        env = f"{_fmt(r.per_env)} [{_fmt(r.per_env_lower)}, {_fmt(r.per_env_upper)}]"
+        money = _est(r.per_usd, r.per_usd_lower, r.per_usd_upper) if r.priced else "no price"
+        env = _est(r.per_env, r.per_env_lower, r.per_env_upper)
         rank = f"rank {int(r.rank)} [{int(r.rank_lower)}-{int(r.rank_upper)}], n={int(r.n_envs)}"
         if i == 0:
             parts.append(f"{r.author} gives {env} learnable environments per environment written, {money} per "
@@ -183,11 +194,11 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
         total = mix[mix["author"] == "(total)"].iloc[0]
         picks = ", ".join(f"{m.author} {m.share:.0%}" for m in mix[mix["author"] != "(total)"].itertuples())
         unit = f"${total.budget:g}" if total.currency == "usd" else f"{total.budget:g} calls"
-        line += (f". Best mix for {unit}: {picks} -> {_fmt(total.expected_learnable)} "
-                 f"[{_fmt(total.expected_lower)}, {_fmt(total.expected_upper)}] learnable environments")
+        line += (f". Best mix for {unit}: {picks} -> "
+                 f"{_est(total.expected_learnable, total.expected_lower, total.expected_upper)} learnable environments")
     if len(apart):
         line += ". No price, listed apart (per 1000 calls): " + "; ".join(
-            f"{r.author} {_fmt(r.per_kcall)} [{_fmt(r.per_kcall_lower)}, {_fmt(r.per_kcall_upper)}], "
+            f"{r.author} {_est(r.per_kcall, r.per_kcall_lower, r.per_kcall_upper)}, "
             f"{_fmt(r.per_env)} per environment (n={int(r.n_envs)})" for r in apart.itertuples(index=False))
     if skipped:
         line += ". Not ranked: " + "; ".join(skipped)
