@@ -85,7 +85,7 @@ class PromptRow(BaseModel):
 
     Each field's description is the column's description in the catalog (``training_export``'s column schema)."""
 
-    data_source: Literal["envduels"] = Field("envduels", description="Always envduels (verl's data_source).")
+    data_source: Literal["envduels"] = Field(default="envduels", description="Always envduels (verl's data_source).")
     env_id: str = Field(description="The environment (environments/<env_id>/ in the export).")
     seed: Seed = Field(description="The benchmark seed the episode starts from (unsigned 64-bit).")
     author: str = Field(description="The model that wrote the environment.")
@@ -96,8 +96,8 @@ class PromptRow(BaseModel):
     max_turns: int = Field(description="Turn limit of the environment.")
     source_sha256: str = Field(description="sha256 of the environment's source (as in manifest.json).")
     lift: float = Field(description="The learner's hint lift on the environment (p_hint - p_cold), its training_set rank key.")
-    export_version: str = Field("", description="The export directory's version name.")
-    run_id: str = Field("", description="The Dagster run that published the export.")
+    export_version: str = Field(default="", description="The export directory's version name.")
+    run_id: str = Field(default="", description="The Dagster run that published the export.")
 
 
 class TrainingSetRow(BaseModel):
