@@ -49,11 +49,14 @@ def test_every_table_asset_of_the_definitions_has_a_described_column_schema(grap
     assert not problems, problems
 
 
-def test_companion_tables_written_by_an_asset_are_described_beside_it(graph):
-    """author_value also writes author_value_mix: its columns stand in the asset's definition metadata."""
-    md = graph.get(dg.AssetKey("author_value")).metadata
-    schema = md["author_value_mix columns"].schema
-    assert [c.name for c in schema.columns][:2] == ["learner", "author"] and undescribed(schema) == []
+@pytest.mark.parametrize(("asset", "companion", "first"), [("author_value", "author_value_mix", "learner"),
+                                                          ("rankings", "rankings_summary", "n_models"),
+                                                          ("design_convergence", "design_convergence_clusters",
+                                                           "cluster_id")])
+def test_companion_tables_written_by_an_asset_are_described_beside_it(graph, asset, companion, first):
+    """An asset that writes a second table shows that table's columns in its definition metadata too."""
+    schema = graph.get(dg.AssetKey(asset)).metadata[f"{companion} columns"].schema
+    assert schema.columns[0].name == first and undescribed(schema) == []
 
 
 def test_every_table_asset_of_the_snapshot_lists_described_columns():

@@ -38,8 +38,9 @@ def test_result_tables_outside_the_contract_are_documented_column_for_column():
 
     envs = pd.DataFrame({"env_id": ["e1", "e2", "e3"], "author": ["a", "b", "b"], "domain": "search",
                          "family": "grid", "source": ["x = 1\n", "def f():\n    return 2\n", "y = [1, 2]\n"]})
-    table, _ = design_convergence(envs, n_perm=5)
+    table, clusters = design_convergence(envs, n_perm=5)
     assert list(DOCS["design_convergence"]) == list(table.columns)
+    assert list(DOCS["design_convergence_clusters"]) == list(clusters.columns)
     assert list(DOCS["authoring_progress"]) == PROGRESS
     assert list(DOCS["lift_learning"]) == LEARNING
     assert list(DOCS["author_value_mix"]) == MIX_COLUMNS
@@ -48,3 +49,20 @@ def test_result_tables_outside_the_contract_are_documented_column_for_column():
 def test_describe_names_a_documented_column_and_nothing_else():
     assert describe("episodes", "seed").startswith("The environment seed")
     assert describe("episodes", "no_such_column") is None and describe("no_such_table", "seed") is None
+
+
+def test_rankings_and_its_summary_are_documented_column_for_column():
+    """The leaderboard's documented columns are the table's (and no more: the catalog listed 39 columns that never
+    existed, such as design_rank), plus the provenance of the published snapshot."""
+    import numpy as np
+
+    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from tests.core.stats.test_rankings import panel_stats
+
+    stats = panel_stats(np.random.default_rng(4), {"a": 0.8, "b": 0.5, "c": 0.3})
+    duels = pd.DataFrame({"model_a": ["a", "a", "b"], "model_b": ["b", "c", "c"], "outcome": ["a", "a", "tie"],
+                          "score_a": [1.0, 1.0, 0.5], "lift_diff": [0.4, 0.3, 0.01], "lift_diff_se": [0.1, 0.1, 0.1],
+                          "diff_df": [10.0, 10.0, 10.0]})
+    table, summary = compute_rankings(stats, duels, n_boot=20, n_perm=20, skill_rank={"a": 1, "b": 2, "c": 3})
+    assert set(DOCS["rankings"]) - PUBLISHED == set(table.columns)
+    assert set(DOCS["rankings_summary"]) == set(summary.columns)

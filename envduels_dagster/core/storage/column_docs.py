@@ -221,6 +221,67 @@ DESIGN_CONVERGENCE = {
     "null_strata": "What the null permutes author labels within (family, domain, or unstratified).",
 }
 
+DESIGN_CONVERGENCE_CLUSTERS = {
+    "cluster_id": "Cluster of near-identical designs (similarity >= threshold, single linkage), 1 = the largest.",
+    "env_id": "An environment in the cluster.",
+    "author": "Its author.",
+    "domain": "Its domain.",
+    "family": "The author's own label of its design.",
+    "cluster_size": "Environments in the cluster.",
+    "n_authors": "Authors the cluster spans (> 1: a design authors converged on).",
+    "authors": "Those authors, comma-separated.",
+    "mean_similarity": "Mean pairwise similarity within the cluster.",
+}
+
+_POP = "on the infinite-environment tournament (simultaneous sign set over the duels, Bonferroni)"
+RANKINGS_SUMMARY = {
+    "n_models": "Models in the duels.", "n_envs": "Environments behind the figures.",
+    "n_boot": "Cluster-bootstrap replicates of the rankings.", "n_duels": "Duels (unordered pairs of models).",
+    "n_decisive_duels": "Duels with a winner (each decided at its own 5% level).",
+    "cyclic_triads": "Cyclic triads of the duel tournament (A beats B beats C beats A).",
+    "cyclic_triads_max": "The most cyclic triads a tournament of n_models can have.",
+    "kendall_zeta": "Kendall's zeta: 1 - cyclic_triads / cyclic_triads_max (1 = perfectly transitive).",
+    "role_rho": "Spearman rho between solver rank and author rank (role separation).",
+    "role_rho_lower": "role_rho: 95% bootstrap lower bound.", "role_rho_upper": "role_rho: 95% bootstrap upper bound.",
+    "role_p_value": "Permutation p-value of role_rho.", "role_n_permutations": "Permutations behind role_p_value.",
+    "role_n_models": "Models with both a solver and an author rank.",
+    "skill_order_kendall_tau": "Kendall tau between the solver ranking and the documented skill order of simulated "
+                               "models (NULL otherwise).",
+    "bt_converged": "Whether the Bradley-Terry fit converged.", "bt_iterations": "Iterations of that fit.",
+    "tournament_complete": "Whether every pair of models dueled.", "n_triads": "Triads of models.",
+    "n_triads_complete": "Triads whose three duels were all played.",
+    "n_decisive_duels_holm": "Duels with a winner under Holm's control over all duels.",
+    "duel_decision_control": "The multiple-comparison control of n_decisive_duels_holm.",
+    "round": "The round these figures are of (0 = the benchmark).",
+    "kendall_zeta_lower": "kendall_zeta: 95% bootstrap lower bound (every duel re-decided per replicate).",
+    "kendall_zeta_upper": "kendall_zeta: 95% bootstrap upper bound.",
+    "cyclic_triads_lower": "cyclic_triads: 95% bootstrap lower bound.",
+    "cyclic_triads_upper": "cyclic_triads: 95% bootstrap upper bound.",
+    "bt_separated": "Some model never dropped a point to the rest: its strength is set by the prior.",
+    "bt_boot_converged": "Share of bootstrap replicates whose Bradley-Terry fit converged.",
+    "tournament_n_boot": "Replicates behind the tournament intervals.",
+    "kendall_zeta_n_boot": "Replicates with a defined kendall_zeta.",
+    "tournament_min_envs_per_author": "Fewest environments of an author in the duels.",
+    "bt_interval_reason": "Why the Bradley-Terry intervals are withheld.",
+    "kendall_zeta_reason": "Why the kendall_zeta interval is withheld.",
+    "cyclic_triads_reason": "Why the cyclic_triads interval is withheld.",
+    "tournament_interval_method": "How the tournament intervals were computed.",
+    "tournament_interval_estimand": "What the tournament intervals cover (this design's tournament).",
+    "tournament_decision_control": "The multiple-comparison control of the re-decided duels.",
+    "kendall_zeta_population_lower": f"kendall_zeta: lower bound {_POP}.",
+    "kendall_zeta_population_upper": f"kendall_zeta: upper bound {_POP}.",
+    "cyclic_triads_population_lower": f"cyclic_triads: lower bound {_POP}.",
+    "cyclic_triads_population_upper": f"cyclic_triads: upper bound {_POP}.",
+    "population_undecided_pairs": "Duels whose population sign the data leave open.",
+    "population_patterns": "Outcome patterns of those duels enumerated for the bounds.",
+    "population_interval_reason": "Why the population bounds are withheld.",
+    "population_decision_control": "The control of the simultaneous sign set (Bonferroni over the duels).",
+    "population_interval_estimand": "What the population bounds cover (every duel by its population lift's sign).",
+    "population_interval_method": "How the population bounds were computed.",
+    "role_rho_reason": "Why the role_rho interval is withheld.", "role_rho_n_boot": "Replicates behind it.",
+    "role_min_envs_per_author": "Fewest environments of an author behind role_rho.",
+}
+
 _SCORES = {
     "solver_score": "Mean cold success on other authors' environments",
     "solver_hinted": "Mean hinted success on other authors' environments",
@@ -231,6 +292,14 @@ _SCORES = {
 }
 
 
+# Which companions each figure of ``rankings`` has (the table's columns, checked by tests/core/test_column_docs.py).
+_BOOT, _CI, _POPS, _WHY = ("_lower", "_upper", "_interval_reason"), ("_ci_lower", "_ci_upper", "_ci_reason"), \
+    ("_population_lower", "_population_upper"), ("_reason",)
+_COMPANIONS = {"solver_score": _BOOT + _CI, "solver_hinted": _BOOT, "author_score": _BOOT + _CI, "design_score": _BOOT,
+               "design_score_corrected": _BOOT + _CI, "bt_strength": ("_lower", "_upper", "_reason") + _POPS}
+_RANK_COMPANIONS = {"solver": _BOOT, "author": _BOOT, "bt": ("_lower", "_upper") + _POPS}
+
+
 def _rankings() -> dict[str, str]:
     docs = {"model": "The model (registry name; an import is an author only).",
             "round": "The round these figures are of (DuelSettings.rankings_round; 0 = the benchmark).",
@@ -239,28 +308,28 @@ def _rankings() -> dict[str, str]:
             "solver_n_envs": "Other authors' environments the model solved (its solver sample).",
             "solver_min_seeds": "Fewest matched seeds of those environments.",
             "sim_skill_rank": "The documented skill order of a simulated model (1 = strongest); NULL otherwise.",
-            "bt_rank": "Rank by Bradley-Terry strength.", "bt_separated": "The model never dropped a point to the rest: "
-            "its strength is set by the prior.",
             "run_id": "The Dagster run that produced this content (published snapshot only).",
             "data_version": "Hash of the rows: Dagster's data version (published snapshot only)."}
+    texts = {"_lower": "95% cluster-bootstrap lower bound (NULL with {k}_interval_reason)",
+             "_upper": "95% cluster-bootstrap upper bound",
+             "_interval_reason": "why the bootstrap interval of {k} is withheld (below its calibrated size)",
+             "_ci_lower": f"{_T95}, lower bound (NULL with {{k}}_ci_reason)", "_ci_upper": f"{_T95}, upper bound",
+             "_ci_reason": "why the t interval of {k} is withheld",
+             "_population_lower": "lower bound on the infinite-environment tournament",
+             "_population_upper": "upper bound on the infinite-environment tournament",
+             "_reason": "why {k} or its interval has no value"}
     for key, what in _SCORES.items():
         docs[key] = f"{what}."
-        docs[f"{key}_lower"] = f"{what}: 95% cluster-bootstrap lower bound (NULL with {key}_interval_reason)."
-        docs[f"{key}_upper"] = f"{what}: 95% cluster-bootstrap upper bound."
-        docs[f"{key}_interval_reason"] = f"Why the bootstrap interval of {key} is withheld (below its calibrated size)."
-        docs[f"{key}_ci_lower"] = f"{what}: {_T95}, lower bound (NULL with {key}_ci_reason)."
-        docs[f"{key}_ci_upper"] = f"{what}: {_T95}, upper bound."
-        docs[f"{key}_ci_reason"] = f"Why the t interval of {key} is withheld."
-        docs[f"{key}_population_lower"] = f"{what}: lower bound on the infinite-environment tournament."
-        docs[f"{key}_population_upper"] = f"{what}: upper bound on the infinite-environment tournament."
-        docs[f"{key}_reason"] = f"Why {key} has no value."
-    for role in ("solver", "author", "bt", "design"):
-        docs[f"{role}_rank"] = docs.get(f"{role}_rank", f"Rank by {role} score, 1 = best.")
-        docs[f"{role}_rank_lower"] = f"Best rank in the 95% interval of the {role} rank."
-        docs[f"{role}_rank_upper"] = f"Worst rank in the 95% interval of the {role} rank."
-        docs[f"{role}_rank_interval_reason"] = f"Why the {role} rank interval is withheld."
-        docs[f"{role}_rank_population_lower"] = f"Best {role} rank on the infinite-environment tournament."
-        docs[f"{role}_rank_population_upper"] = f"Worst {role} rank on the infinite-environment tournament."
+        for suffix in _COMPANIONS[key]:
+            docs[f"{key}{suffix}"] = f"{what}: {texts[suffix].format(k=key)}."
+    for role, suffixes in _RANK_COMPANIONS.items():
+        docs[f"{role}_rank"] = f"Rank by {'Bradley-Terry strength' if role == 'bt' else f'{role} score'}, 1 = best."
+        for suffix in suffixes:
+            what = {"_lower": "Best rank in the 95% interval", "_upper": "Worst rank in the 95% interval",
+                    "_interval_reason": "Why the rank interval is withheld",
+                    "_population_lower": "Best rank on the infinite-environment tournament",
+                    "_population_upper": "Worst rank on the infinite-environment tournament"}[suffix]
+            docs[f"{role}_rank{suffix}"] = f"{what} ({role} rank)."
     return docs
 
 
@@ -268,7 +337,8 @@ RANKINGS = _rankings()
 DOCS = {"training_set": TRAINING_SET, "author_value": AUTHOR_VALUE, "rankings": RANKINGS,
         "model_registry": MODEL_REGISTRY, "environments": ENVIRONMENTS, "episodes": EPISODES,
         "authoring_progress": AUTHORING_PROGRESS, "lift_learning": LIFT_LEARNING,
-        "author_value_mix": AUTHOR_VALUE_MIX, "design_convergence": DESIGN_CONVERGENCE}
+        "author_value_mix": AUTHOR_VALUE_MIX, "design_convergence": DESIGN_CONVERGENCE,
+        "design_convergence_clusters": DESIGN_CONVERGENCE_CLUSTERS, "rankings_summary": RANKINGS_SUMMARY}
 
 
 def describe(table: str, column: str) -> str | None:
