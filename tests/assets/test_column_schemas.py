@@ -21,8 +21,10 @@ TABLE_KINDS = {"duckdb", "parquet"}
 
 @pytest.fixture(scope="module")
 def graph():
+    from envduels_dagster.assets.marts.project import prepare_manifest
     from envduels_dagster.definitions import build_definitions
 
+    prepare_manifest()  # the marts' columns come from the manifest: re-parsed when schema.yml is newer (else no-op)
     return build_definitions().resolve_asset_graph()
 
 
