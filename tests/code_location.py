@@ -47,7 +47,7 @@ def describe(defs) -> dict:
             "code_version": "dbt checksum" if "dbt" in node.kinds and node.code_version else node.code_version,
         }
         schema = (node.metadata or {}).get("dagster/column_schema")
-        if schema is not None:  # the catalog's column descriptions (core/column_docs.py, dbt schema.yml)
+        if schema is not None:  # the catalog's column descriptions (core/storage/column_docs.py, dbt schema.yml, export contract)
             assets[key.to_user_string()]["columns"] = {c.name: c.description or "" for c in schema.columns}
     checks = {}
     for key in sorted(graph.asset_check_keys, key=lambda k: k.to_user_string()):

@@ -13,7 +13,7 @@ import dagster as dg
 
 from envduels_dagster.core.rankings.reporting import markdown_table
 
-__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "display_table", "documented_schema", "markdown_table",
+__all__ = ["AFTER_CHECKED_TRAINING_SET", "OWNERS", "contract_schema", "display_table", "documented_schema", "markdown_table",
            "publish_if_passed", "round_for_display", "table_metadata", "table_version", "utcnow"]
 
 OWNERS = ["team:envduels"]
@@ -43,54 +43,85 @@ def utcnow() -> dt.datetime:
 TABLE_METADATA_KEYS = ("dagster/row_count", "dagster/column_schema", "dagster/table_name")
 
 
-def table_metadata(warehouse: Any, table: str, where: dict[str, object] | None = None) -> dict[str, Any]:
+def table_metadata(warehouse: Any, table: str, where: dict[str, object] | None = None,
+                   descriptions: dict[str, str] | None = None) -> dict[str, Any]:
     """Dagster's standard table metadata of warehouse ``table``: row count (of the rows matching ``where``,
     e.g. the partition's), column schema (the table's DuckDB columns) and qualified table name.
 
     ``warehouse``: an open DuckDB connection, or a resource with ``get_connection()`` (a short connection
-    of its own is opened then). Read after the write, so it reports what the table holds."""
+    of its own is opened then). Read after the write, so it reports what the table holds. Column descriptions:
+    ``descriptions`` (a dbt model's, from its schema.yml), else ``core/storage/column_docs.py``."""
     from envduels_dagster.core.storage.column_docs import describe
     from envduels_dagster.core.storage.warehouse import describe_table
 
     if hasattr(warehouse, "get_connection"):
         with warehouse.get_connection() as conn:
-            return table_metadata(conn, table, where)
+            return table_metadata(conn, table, where, descriptions)
     name, columns, rows = describe_table(warehouse, table, where)
-    schema = dg.TableSchema(columns=[dg.TableColumn(column, ctype, description=describe(table, column))
-                                     for column, ctype in columns])
+    schema = dg.TableSchema(columns=[
+        dg.TableColumn(column, ctype, description=(descriptions or {}).get(column) or describe(table, column))
+        for column, ctype in columns])
     return {"dagster/row_count": rows, "dagster/column_schema": schema, "dagster/table_name": name}
 
 
 def documented_schema(table: str) -> dg.TableSchema:
     """The documented columns of ``table`` (``core/storage/column_docs.py``) as a schema for the asset's definition, so
-    the catalog shows them before anything is materialized (types come from the materialization's schema)."""
+    the catalog shows them before anything is materialized (the materialization's schema carries the DuckDB types)."""
     from envduels_dagster.core.storage.column_docs import DOCS
 
-    # Types by name, not from core.storage.warehouse.SCHEMA: importing that module loads pandas, and building the
-    # definitions must not (tests/assets/test_code_location.py). The materialization carries the DuckDB types.
-    text_columns = {"learner", "env_id", "author", "domain", "class_name", "source_sha256", "hint", "status",
-                    "price_note", "rank_basis", "admission_method", "model", "run_id", "data_version"}
-
-    def kind(name: str) -> str:
-        if name in text_columns or name.endswith("reason"):
-            return "varchar"
-        if name in ("is_self", "priced", "bt_separated"):
-            return "boolean"
-        if name == "benchmark_seeds":
-            return "ubigint[]"
-        if name.startswith("n_") or name.endswith(("_calls", "_tokens", "_n_envs", "_rows", "max_turns")) or \
-                name in ("rank", "rank_lower", "rank_upper", "duel_wins", "duel_ties", "duel_losses"):
-            return "integer"
-        return "double"
-
-    return dg.TableSchema(columns=[dg.TableColumn(name, kind(name), description=text)
+    return dg.TableSchema(columns=[dg.TableColumn(name, _column_type(name), description=text)
                                    for name, text in DOCS[table].items()])
 
 
-def round_for_display(value: Any, digits: int = 3) -> Any:
-    """A cell for a metadata table read by people: floats to ``digits`` significant decimals (storage keeps full
-    precision), NaN/inf/NA as None, numpy scalars as Python ones."""
-    import math
+# Types by name, not from core.storage.warehouse.SCHEMA: importing that module loads pandas, and building the
+# definitions must not (tests/assets/test_code_location.py). tests/assets/test_column_schemas.py checks these
+# against the warehouse schema.
+_TEXT = {"learner", "env_id", "author", "domain", "class_name", "source_sha256", "hint", "status", "price_note",
+         "rank_basis", "admission_method", "model", "run_id", "data_version", "name", "api_base", "api_key_env",
+         "version", "pool", "provider", "client", "roles", "params", "family", "source", "winnability",
+         "parent_env_id", "author_version", "author_meta", "prompt_version", "solver", "condition", "stop_reason",
+         "retry_errors", "error", "transcript", "solver_version", "sampling", "finish_reasons", "currency", "scope",
+         "author_a", "author_b", "null_strata"}
+_BOOLEAN = {"is_self", "priced", "bt_separated", "simulated", "valid", "is_self_pair"}
+_INTEGER = {"rank", "rank_lower", "rank_upper", "duel_wins", "duel_ties", "duel_losses", "round", "max_tokens",
+            "max_concurrency", "max_in_flight", "turns", "format_errors", "model_calls", "cached_calls", "retries",
+            "n_pairs", "n_train_envs", "n_heldout_envs", "n_env_pairs", "eval_calls", "author_calls"}
+_BIGINT = {"max_reply_bytes", "author_tokens", "author_prompt_tokens", "author_completion_tokens", "prompt_tokens",
+           "completion_tokens", "reasoning_tokens"}
+
+
+def _column_type(name: str) -> str:
+    if name in _TEXT or name.endswith("reason"):
+        return "varchar"
+    if name in _BOOLEAN:
+        return "boolean"
+    if name == "benchmark_seeds":
+        return "ubigint[]"
+    if name == "seed":
+        return "ubigint"
+    if name == "materialized_at":
+        return "timestamp"
+    if name in _BIGINT:
+        return "bigint"
+    if name in _INTEGER or name.startswith("n_") or name.endswith(("_n_envs", "_rows", "max_turns")):
+        return "integer"
+    return "double"
+
+
+def contract_schema(model: Any) -> dg.TableSchema:
+    """The columns of a file the export contract defines (a pydantic model of ``core/training/contract.py``, one
+    field per column) with the fields' descriptions: the contract is the one place they are written."""
+    kinds = {str: "string", int: "int", float: "float", bool: "bool"}
+    return dg.TableSchema(columns=[
+        dg.TableColumn(name, kinds.get(field.annotation, "string"), description=field.description)
+        for name, field in model.model_fields.items()])
+
+
+def round_for_display(value: Any) -> Any:
+    """A cell for a metadata table read by people: NaN/inf/NA as None, numpy scalars as Python ones, a float by the
+    plain rule of ``core.stats.rounding`` (an estimate with an interval is rounded by ``display_table``). Storage
+    keeps full precision."""
+    from envduels_dagster.core.stats.rounding import round_plain
 
     try:
         if value is None or value != value:  # NaN, pandas NA
@@ -98,24 +129,37 @@ def round_for_display(value: Any, digits: int = 3) -> Any:
     except (TypeError, ValueError):
         return None
     value = value.item() if hasattr(value, "item") else value
-    if isinstance(value, float):
-        if not math.isfinite(value):
+    return round_plain(value) if isinstance(value, float) else value
+
+
+def _cell(value: Any) -> Any:
+    """A cell already rounded (``core.stats.rounding.round_row``) as a plain Python value; missing ones None."""
+    try:
+        if value is None or value != value:
             return None
-        return round(value, digits) if abs(value) < 1000 else round(value)
-    return value
+    except (TypeError, ValueError):
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
 def display_table(rows: list[dict], columns: list[tuple[str, str]], table: str | None = None,
                   descriptions: dict[str, str] | None = None) -> dg.TableMetadataValue:
     """A sortable ``MetadataValue.table`` of ``rows`` (dicts) over ``columns`` (name, Dagster type), each column
-    described (``descriptions``, else ``core/storage/column_docs.py`` for ``table``) and every float rounded for display."""
+    described (``descriptions``, else ``core/storage/column_docs.py`` for ``table``); an estimate and its interval
+    rounded to what the interval justifies, other floats by the plain rule (``core.stats.rounding``)."""
     from envduels_dagster.core.storage.column_docs import describe
 
     def text(name: str) -> str | None:
         return (descriptions or {}).get(name) or (describe(table, name) if table else None)
 
     schema = dg.TableSchema(columns=[dg.TableColumn(name, kind, description=text(name)) for name, kind in columns])
-    records = [dg.TableRecord({name: round_for_display(row.get(name)) for name, _ in columns}) for row in rows]
+    from envduels_dagster.core.stats.rounding import interval_columns, round_row
+
+    names = [name for name, _ in columns]
+    records = []
+    for row in rows:
+        rounded = round_row(row, interval_columns(list(row)))  # by the row's own intervals, shown or not
+        records.append(dg.TableRecord({name: _cell(rounded.get(name)) for name in names}))
     return dg.MetadataValue.table(records=records, schema=schema)
 
 

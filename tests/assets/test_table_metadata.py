@@ -84,3 +84,21 @@ def test_dbt_events_get_table_metadata_after_the_build_and_a_failed_build_still_
     assert checked is check
     assert output.metadata["dbt"].value == "kept" and output.metadata["dagster/row_count"].value == 1
     assert output.metadata["dagster/table_name"].value == "warehouse.main.model_registry"
+
+
+def test_display_table_rounds_each_estimate_to_what_its_interval_justifies():
+    """The metadata tables people read (rankings, author_value, training_set): ``core.stats.rounding`` per row,
+    by the row's own interval columns even when they are not shown; missing values as None; storage untouched."""
+    import math
+
+    from envduels_dagster.assets.shared import display_table
+
+    rows = [{"learner": "a", "lift": 0.3333333, "lift_lower": 0.0123, "lift_upper": 0.61, "p_cold": 0.1234567,
+             "n_seeds": 4}, {"learner": "b", "lift": math.nan, "lift_lower": None, "lift_upper": None,
+                              "p_cold": 0.9999999999999999, "n_seeds": 2}]
+    table = display_table(rows, [("learner", "string"), ("lift", "float"), ("lift_upper", "float"),
+                                 ("p_cold", "float"), ("n_seeds", "int")], "training_set")
+    assert [r.data for r in table.records] == [
+        {"learner": "a", "lift": 0.3, "lift_upper": 0.6, "p_cold": 0.123, "n_seeds": 4},
+        {"learner": "b", "lift": None, "lift_upper": None, "p_cold": 1.0, "n_seeds": 2}]
+    assert rows[0]["lift"] == 0.3333333

@@ -154,6 +154,38 @@ def test_the_self_authored_row_never_sets_the_chart_scale():
     assert "(off scale)" in svg and svg.count('class="bar clipped"') == 1
 
 
+def test_the_inline_chart_draws_text_bars_ranked_first_the_self_row_last_and_clipped():
+    """The chart the Dagster UI shows in place (a metadata table): one row per author, a bar per panel whose
+    cells follow the interval (solid to its lower bound, shades to the estimate and the upper bound)."""
+    from envduels_dagster.core.value.chart import BAR_WIDTH, value_bars
+
+    envs, eps = warehouse()
+    table, _ = author_value(envs, eps, LEARNER, n_boot=200)
+    rows = value_bars(table)
+    assert [r["author"] for r in rows] == [*table.sort_values("rank").dropna(subset=["rank"])["author"], LEARNER]
+    assert rows[0]["rank"].startswith("#1 [") and rows[-1]["rank"] == SELF
+    own = rows[-1]["per_usd"]
+    assert own.startswith("\u2588" * BAR_WIDTH + "\u25b6") and own.endswith("(off scale)")  # 900 beside <= 90
+    top = table.set_index("author").loc[rows[0]["author"]]
+    bar = rows[0]["per_usd"][:BAR_WIDTH]
+    assert len(bar) == BAR_WIDTH and bar.rstrip(" ").endswith("\u2591") or top["per_usd_upper"] == top["per_usd"]
+    from envduels_dagster.core.stats.rounding import format_estimate
+
+    # the figure beside the bar is rounded to what its interval justifies (56.0 [20.1, 89.6] reads 60 [20, 90])
+    assert rows[0]["per_usd"].endswith(" " + format_estimate(top["per_usd"], top["per_usd_lower"], top["per_usd_upper"]))
+
+
+def test_a_text_bar_at_its_edges():
+    from envduels_dagster.core.value.chart import text_bar
+
+    assert text_bar(0.5, 0.25, 0.75, 1.0, width=8) == "\u2588\u2588\u2593\u2593\u2591\u2591  "
+    assert text_bar(0.5, None, None, 1.0, width=4) == "\u2593\u2593  "  # no interval: the estimate alone
+    assert text_bar(0.0, 0.0, 0.0, 1.0, width=4) == "    "
+    assert text_bar(2.0, 1.0, 3.0, 1.0, width=4) == "\u2588" * 4 + "\u25b6"
+    assert text_bar(float("nan"), 0.1, 0.2, 1.0) == "" and text_bar(None, None, None, 1.0) == ""
+    assert text_bar(0.5, 0.4, 0.6, 0.0) == ""  # no scale: nothing drawn
+
+
 def test_too_few_environments_say_insufficient_data():
     import xml.etree.ElementTree as ET
 
@@ -205,8 +237,12 @@ def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehou
     result = _materialize(db, [LEARNER, "cheap", "pricey"])
     assert result.success
     md = result.asset_materializations_for_node("author_value")[0].metadata
-    assert "cheap gives 0.56 [" in md["answer"].value and "56.0 [" in md["answer"].value
-    assert md["chart"].value.startswith("![author value for learner](data:image/svg+xml;base64,")
+    # rounded to what the intervals justify (core.stats.rounding): 0.56 [0.12, 0.90] and 56.0 [11.8, 89.6]
+    assert "cheap gives 0.6 [0.1, 0.9] " in md["answer"].value and "60 [10, 90] per" in md["answer"].value
+    assert md["chart_image"].value.startswith("![author value for learner](data:image/svg+xml;base64,")
+    chart = md["chart"]  # the inline chart: a metadata table of text bars, described
+    assert isinstance(chart, dg.TableMetadataValue) and chart.records[0].data["rank"].startswith("#1 [")
+    assert all(c.description for c in chart.schema.columns)
     assert md["rank_basis"].value == "per_usd"
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"ranks_within_range": True, "intervals_ordered": True, "costs_non_negative": True,

@@ -205,13 +205,15 @@ def test_materialization_metadata_renders(ui, browser):
 
 
 def test_author_value_chart_renders(ui, browser):
-    """The practitioner's answer in the UI: the table, and the bar chart (an SVG data-URI image in Markdown)."""
+    """The practitioner's answer in the UI: the table; the chart in place on the asset's page (text bars in a
+    metadata table: the rank column and bar cells render without a click); and the SVG image behind its button."""
     from selenium.webdriver.common.by import By
 
     base, _ = ui
     url = f"{base}/assets/author_value?view=partitions&partition=oracle"
-    _page_shows(browser, url, ["answer", "author_value", "chart", "projection", "journeyman"],
-                "browser-author-value-metadata.png")
+    body = _page_shows(browser, url, ["answer", "author_value", "chart", "chart_image", "projection", "journeyman",
+                                      "#1 [1-1]", "self-authored"], "browser-author-value-metadata.png")
+    assert any(ch in body for ch in "\u2588\u2593\u2591"), "no text bar drawn in place"
     deadline, images = time.time() + 60, []
     while time.time() < deadline and not images:
         for link in browser.find_elements(By.XPATH, "//*[normalize-space()='[Show Markdown]' or "

@@ -14,13 +14,14 @@ from envduels_dagster.assets.authoring.imports import AuthoringConfig, materiali
 from envduels_dagster.assets.authoring.writes import write_environments
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import models_partitions
-from envduels_dagster.assets.shared import OWNERS, utcnow
+from envduels_dagster.assets.shared import OWNERS, documented_schema, utcnow
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
 @dg.asset(
     partitions_def=models_partitions, deps=[model_registry], group_name="duel",
     kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
+    metadata={"dagster/column_schema": documented_schema("environments")},
     description="Environments written by one author (partition = author), validated in the sandbox. "
                 "Rejected environments are kept with their reason (table `environments`). A partition "
                 "`import:<name>` holds an imported EnvDuels export instead (`envduels import`).",

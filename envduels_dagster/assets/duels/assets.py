@@ -26,7 +26,14 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.assets.authoring.assets import authored_environments
 from envduels_dagster.assets.registry.assets import model_registry
 from envduels_dagster.assets.registry.partitions import by_author, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
+from envduels_dagster.assets.shared import (
+    OWNERS,
+    documented_schema,
+    markdown_table,
+    table_metadata,
+    table_version,
+    utcnow,
+)
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 # Backfills launched from the UI: at most this many pairs per run (the sensor batches its own stages,
@@ -39,6 +46,7 @@ PAIR_BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=100)
     partitions_def=pair_partitions,
     deps=[model_registry, dg.AssetDep(authored_environments, partition_mapping=by_author)],
     group_name="duel", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
+    metadata={"dagster/column_schema": documented_schema("episodes")},
     description="Episodes of one (author, solver) pair: every valid environment of the author x its benchmark "
                 "seeds x {cold, hinted}. Self pairs are played and flagged. Table `episodes`.",
     backfill_policy=PAIR_BACKFILL_POLICY,

@@ -68,7 +68,8 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
 @dg.asset(
     deps=[*MARTS, "model_registry"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
     tags={"layer": "analysis"}, code_version="3", io_manager_key=PUBLISHED_IO_MANAGER_KEY,
-    metadata={"dagster/column_schema": documented_schema("rankings")},
+    metadata={"dagster/column_schema": documented_schema("rankings"),  # and its companion table's columns
+              "rankings_summary columns": dg.MetadataValue.table_schema(documented_schema("rankings_summary"))},
     description="Solver and author rankings with 95% intervals (cluster bootstrap over environments, seeds kept "
                 "paired), Bradley-Terry strengths of the duels and the transitivity of the duel tournament (cyclic "
                 "triads, Kendall's zeta) with intervals from the same environment replicates (every duel re-decided "
@@ -158,6 +159,9 @@ def rankings_scope(registry, stats) -> dict[str, str]:
 @dg.asset(
     deps=["authored_environments"], group_name="rankings", kinds={"python", "duckdb"}, owners=OWNERS,
     tags={"layer": "analysis"}, code_version="1",
+    metadata={"dagster/column_schema": documented_schema("design_convergence"),
+              "design_convergence_clusters columns": dg.MetadataValue.table_schema(
+                  documented_schema("design_convergence_clusters"))},
     description="How similar environment designs are across authors (cosine of AST-shape n-gram tf-idf) against a "
                 "label-permutation null stratified by environment family (labels shuffled within family), per author "
                 "pair and overall (table `design_convergence`), and the "

@@ -131,11 +131,15 @@ def with_table_metadata(context: dg.AssetExecutionContext, events, warehouse: Du
         relation = context.assets_def.specs_by_key[key].metadata.get("dagster/table_name") or key.path[-1]
         return str(relation).split(".")[-1].strip('"')
 
+    def described(key: dg.AssetKey) -> dict[str, str]:  # the model's column descriptions (its schema.yml)
+        schema = context.assets_def.specs_by_key[key].metadata.get("dagster/column_schema")
+        return {c.name: c.description for c in schema.columns if c.description} if schema is not None else {}
+
     keys = {key for key in map(key_of, held) if key is not None}
     metadata = {}
     if keys:
         with warehouse.get_connection() as conn:
-            metadata = {key: table_metadata(conn, table_of(key)) for key in keys}
+            metadata = {key: table_metadata(conn, table_of(key), descriptions=described(key)) for key in keys}
     for event in held:
         key = key_of(event)
         yield event if key is None else event.with_metadata({**event.metadata, **metadata[key]})

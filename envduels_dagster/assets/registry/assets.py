@@ -7,12 +7,13 @@ versions) a run used, and its checks catch a key pasted into the file before it 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version
+from envduels_dagster.assets.shared import OWNERS, documented_schema, markdown_table, table_metadata, table_version
 from envduels_dagster.resources import GatewayResource
 
 
 @dg.asset(
     group_name="registry", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "source"}, code_version="1",
+    metadata={"dagster/column_schema": documented_schema("model_registry")},
     description="Models in the registry file (ENVDUELS_REGISTRY): name, litellm model string, version, "
                 "provider pool and prices. Never holds keys, only the names of their variables.",
 )

@@ -17,7 +17,14 @@ from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.duels.assets import PAIR_BACKFILL_POLICY, play_pairs
 from envduels_dagster.assets.registry.partitions import by_author, models_partitions, pair_partitions
-from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version, utcnow
+from envduels_dagster.assets.shared import (
+    OWNERS,
+    documented_schema,
+    markdown_table,
+    table_metadata,
+    table_version,
+    utcnow,
+)
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -28,6 +35,7 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
         name=f"hardened_environments_r{round_}", partitions_def=models_partitions,
         deps=[dg.AssetDep(previous_pairs, partition_mapping=by_author), prev_envs_asset],
         group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
+        metadata={"dagster/column_schema": documented_schema("environments")},
         description=f"Round {round_}: each author sees a digest of how other models played its round-{round_ - 1} "
                     "environments (pass rates, bounded failure excerpts, no other author's hints) and writes a "
                     "hardened version or keeps one, linked by parent_env_id. Same validation as round 0.",
@@ -68,6 +76,7 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
         name=f"duel_episodes_r{round_}", partitions_def=pair_partitions,
         deps=[dg.AssetDep(hardened, partition_mapping=by_author)],
         group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "core"}, code_version="1",
+        metadata={"dagster/column_schema": documented_schema("episodes")},
         description=f"Round {round_} episodes of one (author, solver) pair on the hardened environments "
                     f"(rows in `episodes` with round = {round_}).",
         backfill_policy=PAIR_BACKFILL_POLICY,
@@ -91,7 +100,7 @@ def round_assets(first_pairs: dg.AssetsDefinition, rounds: int) -> list[dg.Asset
 
 @dg.asset(
     deps=["duel_episodes"], group_name="coevolution", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "mart"}, code_version="4",
+    tags={"layer": "mart"}, code_version="4", metadata={"dagster/column_schema": documented_schema("authoring_progress")},
     description="Per author and hardening round: change in design score (peer discrimination) and hint score "
                 "(peer lift) from each environment to its hardened child, with 95% t intervals over lineage pairs (NULL "
                 "with a reason below 3 pairs or without spread), and the "

@@ -9,13 +9,13 @@ import asyncio
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS, markdown_table, table_metadata, table_version
+from envduels_dagster.assets.shared import OWNERS, documented_schema, markdown_table, table_metadata, table_version
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
 @dg.asset(
     deps=["training_set", "pair_lift"], group_name="training", kinds={"python", "duckdb"}, owners=OWNERS,
-    tags={"layer": "study"}, code_version="2",
+    tags={"layer": "study"}, code_version="2", metadata={"dagster/column_schema": documented_schema("lift_learning")},
     description="Lift -> learning study: for each simulated learner and author, train the learner on that author's "
                 "environments (settings.study_train_on: all valid ones, or only its training set), then compare cold success on the author's held-out environments before and "
                 "after; correlate the gain with the author's hint lift on the learner (Spearman; permutation p "

@@ -17,6 +17,7 @@ from envduels_dagster.assets.registry.partitions import by_solver, solver_partit
 from envduels_dagster.assets.shared import (
     AFTER_CHECKED_TRAINING_SET,
     OWNERS,
+    contract_schema,
     display_table,
     documented_schema,
     table_metadata,
@@ -111,10 +112,17 @@ def excluded_summary(built, admitted: int) -> str:
     return "\n".join(lines)
 
 
+def _train_parquet_schema() -> dg.TableSchema:
+    from envduels_dagster.core.training.contract import PromptRow
+
+    return contract_schema(PromptRow)
+
+
 @dg.asset(
     partitions_def=solver_partitions, deps=[training_set], group_name="training",
     kinds={"python", "parquet"}, owners=OWNERS, tags={"layer": "product"},
     automation_condition=AFTER_CHECKED_TRAINING_SET, code_version="1",
+    metadata={"dagster/column_schema": _train_parquet_schema()},  # train.parquet's columns, from the export contract
     description="The learner's training set as files: $ENVDUELS_HOME/exports/<learner>/<version>/ with an "
                 "EnvDuels v1 export, train.jsonl (multi-turn gym rows) and train.parquet (prompt rows); "
                 "`latest` switches atomically, and only after the staged version passed its audit (files match "

@@ -19,6 +19,7 @@ from envduels_dagster.assets.shared import (
     table_metadata,
     table_version,
 )
+from envduels_dagster.core.storage.column_docs import describe
 from envduels_dagster.resources import AuthorValueSettings
 
 TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("rank_lower", "int"),
@@ -32,14 +33,22 @@ TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("
 MIX_COLUMNS = [("author", "string"), ("currency", "string"), ("budget", "float"), ("share", "float"),
                ("envs_to_write", "float"), ("expected_learnable", "float"), ("expected_lower", "float"),
                ("expected_upper", "float")]
-MIX_DOCS = {"author": "An author of the best mix; (total) sums the mix.",
-            "currency": "usd, or calls when no ranked author has a price.",
-            "budget": "The part of the budget spent on this author (AuthorValueSettings).",
-            "share": "That part as a share of the budget (at most max_share).",
-            "envs_to_write": "Environment slots the budget buys from this author at its measured cost per slot.",
-            "expected_learnable": "Expected learnable environments for the learner from them.",
-            "expected_lower": "95% bootstrap lower bound of expected_learnable.",
-            "expected_upper": "95% bootstrap upper bound of expected_learnable."}
+
+
+CHART_COLUMNS = [("author", "string"), ("rank", "string"), ("n_envs", "int"), ("per_env", "string"),
+                 ("per_usd", "string"), ("per_kcall", "string")]
+
+
+def chart_table(table) -> dg.TableMetadataValue:
+    """The author-value chart inline on the asset's page: a metadata table of text bars (``core.value.chart.value_bars``).
+
+    Why a table: the Dagster UI (1.13) draws a ``MetadataValue.table`` in place, but Markdown of 1000 characters or
+    more, such as the SVG chart as a data-URI image, only behind "[Show Markdown]"."""
+    from envduels_dagster.core.value.chart import BAR_LEGEND, value_bars
+
+    docs = {"rank": "Rank with its 95% interval among the ranked authors, else why the author is not ranked.",
+            **{col: f"{describe('author_value', col)} {BAR_LEGEND}" for col in ("per_env", "per_usd", "per_kcall")}}
+    return display_table(value_bars(table), CHART_COLUMNS, "author_value", descriptions=docs)
 
 
 def author_value_table(table) -> dg.TableMetadataValue:
@@ -54,7 +63,9 @@ def author_value_table(table) -> dg.TableMetadataValue:
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver),
           dg.AssetDep(authored_environments, partition_mapping=dg.AllPartitionMapping())],
     group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"}, code_version="3",
-    metadata={"dagster/column_schema": documented_schema("author_value")},
+    # The asset writes two tables: author_value's columns are its schema, author_value_mix's stand beside them.
+    metadata={"dagster/column_schema": documented_schema("author_value"),
+              "author_value_mix columns": dg.MetadataValue.table_schema(documented_schema("author_value_mix"))},
     description="For one learner (partition): per author, expected learnable environments per environment "
                 "written, per dollar and per 1000 authoring calls, with 95% intervals, validity rate and a rank "
                 "with its uncertainty; the best author mix for AuthorValueSettings' budget. "
@@ -84,13 +95,14 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
     versioned = table_version(warehouse, "author_value", "author_value_mix", where={"learner": learner})
     return dg.MaterializeResult(data_version=versioned, metadata={  # the headline answer first, details after
         "answer": dg.MetadataValue.md(answer),
-        "chart": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
+        "chart": chart_table(table),  # drawn in place by the UI
+        "chart_image": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
         "author_value": author_value_table(table),
         **table_metadata(warehouse, "author_value", {"learner": learner}),
         "num_rows": len(table),
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
-        "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, descriptions=MIX_DOCS),
+        "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, "author_value_mix"),
         "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
     })
 

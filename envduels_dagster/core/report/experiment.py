@@ -88,6 +88,16 @@ def fmt(x, digits: int = 2) -> str:
     return f"{v:.{digits}f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 100 else f"{v:.0f}"
 
 
+def estimate(x, lo, hi) -> str:
+    """An estimate and its 95% interval, rounded to what the interval justifies (``core.stats.rounding``); the
+    estimate alone by ``fmt`` without an interval."""
+    from envduels_dagster.core.stats.rounding import format_estimate, interval_decimals
+
+    if interval_decimals(lo, hi) is None:
+        return f"{fmt(x)} {interval(lo, hi)}".rstrip()
+    return format_estimate(x, lo, hi)
+
+
 def interval(lo, hi) -> str:
     return "" if _num(lo) is None or _num(hi) is None else f"[{fmt(lo)}, {fmt(hi)}]"
 
@@ -135,7 +145,7 @@ def _answer_section(inp: ReportInputs) -> str:
             continue
         rows.append(f'<tr class="answer" data-learner="{escape(a.learner)}" data-author="{escape(a.author)}">'
                     f"<td>{escape(a.learner)}</td><td><b>{escape(a.author)}</b></td>"
-                    f"<td>{fmt(a.value)} {interval(a.lower, a.upper)} {escape(BASIS_WORDS[a.basis])}</td>"
+                    f"<td>{estimate(a.value, a.lower, a.upper)} {escape(BASIS_WORDS[a.basis])}</td>"
                     f"<td>{fmt(a.per_env)}</td><td>1 {rank_interval(a.rank_lower, a.rank_upper)}, "
                     f"P(best) {fmt(a.p_best)}</td><td>{int(a.n_envs)}</td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("learner", "pay this author", "figure it is ranked by (95% interval)",
@@ -154,10 +164,10 @@ def _leaderboard(inp: ReportInputs) -> str:
     if r.empty:
         return "<section id=\"leaderboard\"><h2>Leaderboard</h2><p>rankings has not been materialized.</p></section>"
     rows = [[f"<b>{escape(str(m.model))}</b>", f"{fmt(m.solver_rank, 0)} {rank_interval(m.solver_rank_lower, m.solver_rank_upper)}",
-             f"{fmt(m.solver_score)} {interval(m.solver_score_ci_lower, m.solver_score_ci_upper)}",
+             f"{estimate(m.solver_score, m.solver_score_ci_lower, m.solver_score_ci_upper)}",
              str(int(m.solver_n_envs)) if _num(m.solver_n_envs) is not None else "",
              f"{fmt(m.author_rank, 0)} {rank_interval(m.author_rank_lower, m.author_rank_upper)}",
-             f"{fmt(m.author_score)} {interval(m.author_score_ci_lower, m.author_score_ci_upper)}",
+             f"{estimate(m.author_score, m.author_score_ci_lower, m.author_score_ci_upper)}",
              str(int(m.author_n_envs)) if _num(m.author_n_envs) is not None else "",
              f"{int(m.duel_wins)}-{int(m.duel_ties)}-{int(m.duel_losses)}"]
             for m in r.itertuples(index=False)]
@@ -179,17 +189,17 @@ def _value_section(inp: ReportInputs) -> str:
                      f'<div class="chart">{value_svg(grp.reset_index(drop=True), learner)}</div>')
         rows = [[escape(str(r.author)), f"{fmt(r.rank, 0)} {rank_interval(r.rank_lower, r.rank_upper)}"
                  if _num(r.rank) is not None else escape(str(r.status)),
-                 f"{fmt(r.per_env)} {interval(r.per_env_lower, r.per_env_upper)}",
-                 f"{fmt(r.per_usd)} {interval(r.per_usd_lower, r.per_usd_upper)}" if r.priced else "no price",
-                 f"{fmt(r.per_kcall)} {interval(r.per_kcall_lower, r.per_kcall_upper)}", fmt(r.validity_rate),
+                 f"{estimate(r.per_env, r.per_env_lower, r.per_env_upper)}",
+                 f"{estimate(r.per_usd, r.per_usd_lower, r.per_usd_upper)}" if r.priced else "no price",
+                 f"{estimate(r.per_kcall, r.per_kcall_lower, r.per_kcall_upper)}", fmt(r.validity_rate),
                  str(int(r.n_envs))] for r in grp[grp["status"] != UNPRICED].itertuples(index=False)]
         parts.append(_table(["author", "rank [95%]", "per environment written", "per US dollar", "per 1000 calls",
                              "validity rate", "environments (n)"], rows, "value"))
         apart = grp[grp["status"] == UNPRICED]
         if len(apart):
             parts.append("<p><b>No price, listed apart</b> (never ranked per dollar, never shown as free): "
-                         + "; ".join(f"{escape(str(r.author))} {fmt(r.per_kcall)} "
-                                     f"{interval(r.per_kcall_lower, r.per_kcall_upper)} per 1000 calls, n={int(r.n_envs)}"
+                         + "; ".join(f"{escape(str(r.author))} "
+                                     f"{estimate(r.per_kcall, r.per_kcall_lower, r.per_kcall_upper)} per 1000 calls, n={int(r.n_envs)}"
                                      for r in apart.itertuples(index=False)) + "</p>")
         parts.append("</div>")
     return "".join(parts) + "</section>"
@@ -224,9 +234,8 @@ def _rounds_section(inp: ReportInputs) -> str:
     out = ('<section id="rounds"><h2>Hardening rounds</h2>'
            + _table(["round", "environments written", "valid", "from a parent", "kept unchanged"], rows))
     if len(inp.progress):
-        prog = [[escape(str(p.author)), str(int(p.round)), f"{fmt(p.design_change)} "
-                 f"{interval(p.design_change_lower, p.design_change_upper)}",
-                 f"{fmt(p.hint_change)} {interval(p.hint_change_lower, p.hint_change_upper)}", str(int(p.n_pairs))]
+        prog = [[escape(str(p.author)), str(int(p.round)), estimate(p.design_change, p.design_change_lower, p.design_change_upper),
+                 f"{estimate(p.hint_change, p.hint_change_lower, p.hint_change_upper)}", str(int(p.n_pairs))]
                 for p in inp.progress.itertuples(index=False)]
         out += _table(["author", "round", "design score change [95% t]", "hint score change [95% t]",
                        "lineage pairs (n)"], prog)
@@ -272,8 +281,8 @@ def render(inp: ReportInputs) -> str:
         rho = ""
         if len(inp.summary):
             s = inp.summary.iloc[0]
-            rho = (f"<p>Spearman ρ (solver rank vs author rank) = {fmt(s.get('role_rho'))} "
-                   f"{interval(s.get('role_rho_lower'), s.get('role_rho_upper'))}, permutation p = "
+            rho = (f"<p>Spearman ρ (solver rank vs author rank) = "
+                   f"{estimate(s.get('role_rho'), s.get('role_rho_lower'), s.get('role_rho_upper'))}, permutation p = "
                    f"{fmt(s.get('role_p_value'), 3)}, {int(s.get('role_n_models') or 0)} models.</p>")
         scatter = (f'<section id="ranks"><h2>Solver rank against author rank</h2>{rank_scatter_svg(inp.rankings)}'
                    f"{rho}</section>")

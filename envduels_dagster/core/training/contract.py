@@ -81,20 +81,23 @@ class GymRow(BaseModel):
 
 
 class PromptRow(BaseModel):
-    """One row of train.parquet; ``prompt`` is the JSON list of chat messages a trainer starts from."""
+    """One row of train.parquet; ``prompt`` is the JSON list of chat messages a trainer starts from.
 
-    data_source: Literal["envduels"] = "envduels"
-    env_id: str
-    seed: Seed
-    author: str
-    ability: str  # the environment's domain
-    prompt: str
-    hint: str
-    max_turns: int
-    source_sha256: str
-    lift: float
-    export_version: str = ""
-    run_id: str = ""
+    Each field's description is the column's description in the catalog (``training_export``'s column schema)."""
+
+    data_source: Literal["envduels"] = Field(default="envduels", description="Always envduels (verl's data_source).")
+    env_id: str = Field(description="The environment (environments/<env_id>/ in the export).")
+    seed: Seed = Field(description="The benchmark seed the episode starts from (unsigned 64-bit).")
+    author: str = Field(description="The model that wrote the environment.")
+    ability: str = Field(description="The environment's domain (verl's ability).")
+    prompt: str = Field(description="JSON list of the chat messages a trainer starts from: the solver system "
+                        "prompt and the first observation (no hint).")
+    hint: str = Field(description="The author's privileged hint (for hinted or distillation training; not in prompt).")
+    max_turns: int = Field(description="Turn limit of the environment.")
+    source_sha256: str = Field(description="sha256 of the environment's source (as in manifest.json).")
+    lift: float = Field(description="The learner's hint lift on the environment (p_hint - p_cold), its training_set rank key.")
+    export_version: str = Field(default="", description="The export directory's version name.")
+    run_id: str = Field(default="", description="The Dagster run that published the export.")
 
 
 class TrainingSetRow(BaseModel):

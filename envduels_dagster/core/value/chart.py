@@ -20,6 +20,16 @@ PANELS = [("per_env", "learnable per environment written"), ("per_usd", "learnab
           ("per_kcall", "learnable per 1000 calls")]
 
 
+def _est(x, lower, upper) -> str:
+    """``x [lower, upper]`` rounded to what the interval justifies (``core.stats.rounding``); ``x [n/a, n/a]`` by
+    ``_fmt`` without an interval."""
+    from envduels_dagster.core.stats.rounding import format_estimate, interval_decimals
+
+    if interval_decimals(lower, upper) is None:
+        return f"{_fmt(x)} [{_fmt(lower)}, {_fmt(upper)}]"
+    return format_estimate(x, lower, upper)
+
+
 def _fmt(x: float) -> str:
     if x is None or not math.isfinite(x):
         return "n/a"
@@ -94,6 +104,58 @@ def panel_scale(rows: pd.DataFrame, col: str) -> float:
     return max(values or [1.0]) or 1.0
 
 
+BAR_WIDTH = 20  # character cells of a text bar at full scale
+BAR_LEGEND = ("\u2588 up to the 95% interval's lower bound, \u2593 to the estimate, \u2591 to the upper bound "
+              "(no interval: \u2593 alone). Scale: the largest upper bound of the authors other than the learner; "
+              "its own row (not ranked) ends in \u25b6 when it is off the scale.")
+
+
+def text_bar(est: float | None, lower: float | None, upper: float | None, scale: float, width: int = BAR_WIDTH) -> str:
+    """One horizontal bar drawn with block characters (a chart a table cell can hold, as the Dagster UI shows
+    metadata tables inline and hides long Markdown, such as an image, behind a button): solid to the interval's
+    lower bound, dark shade to the estimate, light shade to the upper bound. Off the scale: full, then an arrow.
+    Empty without an estimate."""
+    def finite(x) -> bool:
+        return x is not None and not pd.isna(x) and math.isfinite(x)
+
+    if not finite(est) or not scale > 0:
+        return ""
+
+    def cells(x: float) -> int:
+        return max(0, min(width, round(float(x) / scale * width)))
+
+    if est > scale:
+        return "\u2588" * width + "\u25b6"
+    mid = cells(est)
+    low = min(cells(lower), mid) if finite(lower) else 0  # no interval: the estimate alone, in dark shade
+    high = max(cells(upper), mid) if finite(upper) else mid
+    return "\u2588" * low + "\u2593" * (mid - low) + "\u2591" * (high - mid) + " " * (width - high)
+
+
+def value_bars(table: pd.DataFrame) -> list[dict]:
+    """The author-value chart as rows of text: per author (ranked first, by rank; then those listed apart; the
+    learner's own row last) its status and one bar per panel of ``value_svg``, each followed by the estimate and
+    its 95% interval, rounded to what the interval justifies (``core.stats.rounding``)."""
+    from envduels_dagster.core.stats.rounding import format_estimate
+
+    rows = table.assign(_self=table["status"] == SELF).sort_values(["_self", "rank", "author"], na_position="last")
+    scales = {col: panel_scale(rows, col) for col, _ in PANELS}
+    out = []
+    for r in rows.to_dict("records"):
+        tag = (f"#{int(r['rank'])} [{int(r['rank_lower'])}-{int(r['rank_upper'])}]" if pd.notna(r["rank"])
+               else str(r["status"]))
+        row = {"author": str(r["author"]), "rank": tag, "n_envs": int(r["n_envs"])}
+        for col, _ in PANELS:
+            est, lo, hi = r[col], r[f"{col}_lower"], r[f"{col}_upper"]
+            if est is None or pd.isna(est):
+                row[col] = "no price" if col == "per_usd" and not r["priced"] else "no data"
+                continue
+            off = " (off scale)" if est > scales[col] else ""
+            row[col] = f"{text_bar(est, lo, hi, scales[col])} {format_estimate(est, lo, hi)}{off}"
+        out.append(row)
+    return out
+
+
 def svg_data_uri(svg: str) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
 
@@ -114,8 +176,8 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
     basis = ranked["rank_basis"].iloc[0]
     parts = []
     for i, r in enumerate(ranked.itertuples(index=False)):
-        money = f"{_fmt(r.per_usd)} [{_fmt(r.per_usd_lower)}, {_fmt(r.per_usd_upper)}]" if r.priced else "no price"
-        env = f"{_fmt(r.per_env)} [{_fmt(r.per_env_lower)}, {_fmt(r.per_env_upper)}]"
+        money = _est(r.per_usd, r.per_usd_lower, r.per_usd_upper) if r.priced else "no price"
+        env = _est(r.per_env, r.per_env_lower, r.per_env_upper)
         rank = f"rank {int(r.rank)} [{int(r.rank_lower)}-{int(r.rank_upper)}], n={int(r.n_envs)}"
         if i == 0:
             parts.append(f"{r.author} gives {env} learnable environments per environment written, {money} per "
@@ -132,11 +194,11 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
         total = mix[mix["author"] == "(total)"].iloc[0]
         picks = ", ".join(f"{m.author} {m.share:.0%}" for m in mix[mix["author"] != "(total)"].itertuples())
         unit = f"${total.budget:g}" if total.currency == "usd" else f"{total.budget:g} calls"
-        line += (f". Best mix for {unit}: {picks} -> {_fmt(total.expected_learnable)} "
-                 f"[{_fmt(total.expected_lower)}, {_fmt(total.expected_upper)}] learnable environments")
+        line += (f". Best mix for {unit}: {picks} -> "
+                 f"{_est(total.expected_learnable, total.expected_lower, total.expected_upper)} learnable environments")
     if len(apart):
         line += ". No price, listed apart (per 1000 calls): " + "; ".join(
-            f"{r.author} {_fmt(r.per_kcall)} [{_fmt(r.per_kcall_lower)}, {_fmt(r.per_kcall_upper)}], "
+            f"{r.author} {_est(r.per_kcall, r.per_kcall_lower, r.per_kcall_upper)}, "
             f"{_fmt(r.per_env)} per environment (n={int(r.n_envs)})" for r in apart.itertuples(index=False))
     if skipped:
         line += ". Not ranked: " + "; ".join(skipped)
