@@ -146,3 +146,19 @@ def test_a_learner_added_to_the_running_daemon_plays_only_its_column(live):
     assert LEARNER in {r.partition for r in learner_runs}
     value = _table(db, f"SELECT DISTINCT author FROM author_value WHERE learner = '{LEARNER}' ORDER BY 1")
     assert list(value["author"]) == AUTHORS
+
+
+def test_the_rankings_say_which_figures_the_mixed_roster_supports(live):
+    """After the learner: duels and role separation among the 4 models with both roles, solvers ranked among 5
+    (the rankings asset's metadata, as the UI shows it; the strings are core/requests/roster.py's ranking_scope)."""
+    import dagster as dg
+
+    _, db, _, _ = live
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(db.parent / "dagster"))
+        with dg.DagsterInstance.get() as instance:
+            (record,) = instance.fetch_materializations(dg.AssetKey("rankings"), limit=1).records
+    metadata = {k: v.value for k, v in record.asset_materialization.metadata.items()}
+    assert metadata["scope_duels"] == metadata["scope_role_separation"] == metadata["scope_solver_ranking"] == "meaningful"
+    assert "among 4 models with both roles" in metadata["meaningful_rankings"], metadata["meaningful_rankings"]
+    assert "among 5 solvers" in metadata["meaningful_rankings"] and LEARNER in metadata["meaningful_rankings"]
