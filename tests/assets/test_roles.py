@@ -3,7 +3,8 @@ only learners get training sets and author values; the request sensor adds a lea
 a registry with no solver or no author is refused before anything is written.
 
 The sensor tests tick the real sensor on an ephemeral instance (runs recorded as finished, as the daemon's would
-be); the pipeline test materializes the real assets in-process on the simulated models, kept small."""
+be); the pipeline test materializes the real assets in-process on the simulated models, kept small. The running
+daemon adding a learner: tests/flows/test_live_flows.py::test_a_learner_added_to_the_running_daemon_plays_only_its_column."""
 
 from __future__ import annotations
 

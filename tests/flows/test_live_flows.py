@@ -1,9 +1,12 @@
 """The live flow a user runs, through the real daemon: ``envduels demo`` on three models, ``dagster dev``,
-then a fourth model appended to the registry while it runs.
+then a fourth model appended to the registry while it runs, then (same daemon session) a target learner
+(``roles: [solver]``, issue 30).
 
 What must hold when nothing is queued or running any more: every run succeeded; the newcomer has
 partitions in every round; round 0 of the marts equals a from-scratch run on the four models; training
-sets agree wherever their inputs agree; and the marts were refreshed at most once per request.
+sets agree wherever their inputs agree; and the marts were refreshed at most once per request. The learner
+added next plays only its column (every author x the learner, in every round), authors nothing, and gets its
+training set from the running daemon.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import duckdb
 import pandas as pd
 import pytest
 
-from tests.helpers.daemon import add_model_live, live_env, run_demo, write_sim_registry
+from tests.helpers.daemon import add_models_live, live_env, run_demo, write_sim_registry
 
 pytestmark = pytest.mark.slow
 
 FIRST, ADDED = ["oracle", "journeyman", "novice"], "expert"
+LEARNER = "apprentice"  # added after ADDED with roles: [solver]: a target learner that writes nothing
+AUTHORS = sorted([*FIRST, ADDED])
 MART_KEYS = {"pair_lift", "env_solver_stats", "author_scores", "solver_scores", "duels"}
 # Three environments per author and 2 s ticks (the request and automation sensors) keep this to a few
 # minutes on 2 cores (267 s alone, 400-500 s inside the CPU-bound suite, 1 Dec 2026; docs/BENCHMARKS.md); the flow is the
@@ -44,53 +49,62 @@ def live(tmp_path_factory):
     # that waits on its process, and quiet_s stays well above the daemon's gap between request stages.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         from_scratch = pool.submit(run_demo, live_env(scratch, scratch / "models.yaml", **SMALL), scratch / "demo.log")
-        result = add_model_live(home / "live", FIRST, ADDED, quiet_s=30, timeout_s=1200, **SMALL)
+        steps = add_models_live(home / "live", FIRST, [[ADDED], [LEARNER]], roles={LEARNER: "[solver]"},
+                                quiet_s=30, timeout_s=1200, **SMALL)
         from_scratch.result()
-    return result, home / "live" / "warehouse.duckdb", scratch / "warehouse.duckdb"
+    assert len(steps) == 2, f"the first step did not settle; see {steps[0].log}"
+    newcomer, learner = steps
+    return newcomer, home / "live" / "warehouse.duckdb", scratch / "warehouse.duckdb", learner
+
+
+@pytest.fixture(scope="module")
+def live_newcomer(live):
+    """(the newcomer's step, live warehouse, from-scratch warehouse): what the tests before issue 30 read."""
+    return live[:3]
 
 
 def test_every_run_the_daemon_launched_succeeded(live):
-    result, _, _ = live
-    assert result.settled, f"runs still active or none launched; see {result.log}"
-    failed = [(r.job_name, r.partition, r.assets) for r in result.runs if r.status != "SUCCESS"]
-    assert not failed, f"{len(failed)} of {len(result.runs)} runs did not succeed: {failed}"
+    for result in (live[0], live[3]):
+        assert result.settled, f"runs still active or none launched; see {result.log}"
+        failed = [(r.job_name, r.partition, r.assets) for r in result.runs if r.status != "SUCCESS"]
+        assert not failed, f"{len(failed)} of {len(result.runs)} runs did not succeed: {failed}"
 
 
-def test_every_run_that_calls_a_model_carries_its_provider_tag(live):
-    result, _, _ = live
+def test_every_run_that_calls_a_model_carries_its_provider_tag(live_newcomer):
+    result, _, _ = live_newcomer
     calling = [r for r in result.runs if "|" in (r.partition or "") or r.job_name in ("author_job",)
                or r.job_name.startswith("hardened_r") or "dagster/asset_partition_range_start" in r.tags]
     assert calling and all(r.tags.get("envduels/provider") == "envduels-sim" for r in calling)
 
 
-def test_pair_stages_run_in_batches_not_one_run_per_pair(live):
-    result, _, _ = live
+def test_pair_stages_run_in_batches_not_one_run_per_pair(live_newcomer):
+    result, _, _ = live_newcomer
     pair_runs = [r for r in result.runs if r.job_name == "pair_job" or r.job_name.startswith("pairs_r")]
     per_round = 2 * len(FIRST) + 1  # the newcomer's row and column
     assert pair_runs and all("dagster/asset_partition_range_start" in r.tags for r in pair_runs)
     assert len(pair_runs) < per_round * len({r.job_name for r in pair_runs})
 
 
-def test_the_new_model_has_partitions_in_every_round(live):
-    _, db, _ = live
+def test_the_new_model_has_partitions_in_every_round(live_newcomer):
+    _, db, _ = live_newcomer
     envs = _table(db, f"SELECT round, count(*) AS n FROM environments WHERE author = '{ADDED}' GROUP BY round")
     eps = _table(db, f"SELECT round, count(DISTINCT author || '|' || solver) AS pairs FROM episodes "
-                     f"WHERE author = '{ADDED}' OR solver = '{ADDED}' GROUP BY round")
+                     f"WHERE (author = '{ADDED}' OR solver = '{ADDED}') AND solver <> '{LEARNER}' GROUP BY round")
     assert sorted(envs["round"]) == [0, 1]
     assert dict(zip(eps["round"], eps["pairs"])) == {0: 7, 1: 7}  # 2N+1 with N = 3
 
 
-def test_round_zero_marts_equal_a_from_scratch_run(live):
-    _, db, scratch = live
+def test_round_zero_marts_equal_a_from_scratch_run(live_newcomer):
+    _, db, scratch = live_newcomer
     cols = "round, author, solver, n_envs, p_cold, p_hint, lift, lift_ci_lower, lift_ci_upper, lift_ci_reason, lift_boot_lower"
-    sql = f"SELECT {cols} FROM pair_lift WHERE round = 0 ORDER BY author, solver"
+    sql = f"SELECT {cols} FROM pair_lift WHERE round = 0 AND solver <> '{LEARNER}' ORDER BY author, solver"
     got, want = _table(db, sql), _table(scratch, sql)
     assert len(want) == 16
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
 
 
-def test_training_sets_agree_wherever_their_inputs_agree(live):
-    _, db, scratch = live
+def test_training_sets_agree_wherever_their_inputs_agree(live_newcomer):
+    _, db, scratch = live_newcomer
     sql = "SELECT learner, env_id, p_cold, p_hint FROM training_set ORDER BY learner, env_id"
     got, want = _table(db, sql), _table(scratch, sql)
     # inputs agree: the environment and every one of its episodes for that learner are identical in both
@@ -104,8 +118,47 @@ def test_training_sets_agree_wherever_their_inputs_agree(live):
 
 
 def test_the_marts_were_refreshed_at_most_once_per_request(live):
-    result, _, _ = live
-    refreshes = [r for r in result.runs if MART_KEYS & set(r.assets) or r.job_name == "downstream_job"]
-    requests = {r.tags.get("envduels/request") for r in result.runs if r.tags.get("envduels/request")}
-    assert len(requests) >= 1
-    assert 1 <= len(refreshes) <= len(requests), [(r.job_name, r.tags.get("envduels/request")) for r in refreshes]
+    for result in (live[0], live[3]):  # the newcomer's step, then the learner's
+        refreshes = [r for r in result.runs if MART_KEYS & set(r.assets) or r.job_name == "downstream_job"]
+        requests = {r.tags.get("envduels/request") for r in result.runs if r.tags.get("envduels/request")}
+        assert len(requests) >= 1
+        assert 1 <= len(refreshes) <= len(requests), [(r.job_name, r.tags.get("envduels/request")) for r in refreshes]
+
+
+def test_a_learner_added_to_the_running_daemon_plays_only_its_column(live):
+    """Issue 30 through the running daemon (request sensor, run queue, automation): a ``roles: [solver]`` model
+    appended to the registry gets only its pairs, each author x the learner, in round 0 and round 1, and its own
+    training set and author value; nothing is authored or hardened and no other pair is replayed."""
+    _, db, _, learner = live
+    jobs = {r.job_name for r in learner.runs}
+    assert "author_job" not in jobs and not any(j.startswith("hardened_r") for j in jobs), sorted(jobs)
+    column = [f"{a}|{LEARNER}" for a in AUTHORS]
+    played = _table(db, "SELECT round, author || '|' || solver AS pair, count(*) AS n FROM episodes "
+                        "GROUP BY ALL ORDER BY ALL")
+    mine = played[played["pair"].str.endswith(f"|{LEARNER}")]
+    assert {r: sorted(g["pair"]) for r, g in mine.groupby("round")} == {0: column, 1: column}
+    assert _table(db, f"SELECT count(*) AS n FROM environments WHERE author = '{LEARNER}'")["n"][0] == 0
+    pair_runs = [r for r in learner.runs if r.job_name == "pair_job" or r.job_name.startswith("pairs_r")]
+    starts = {r.tags.get("dagster/asset_partition_range_start", r.partition) for r in pair_runs}
+    ends = {r.tags.get("dagster/asset_partition_range_end", r.partition) for r in pair_runs}
+    assert all(k.endswith(f"|{LEARNER}") for k in starts | ends), (starts, ends)  # only the learner's column ran
+    learner_runs = [r for r in learner.runs if r.job_name == "learner_job"]
+    assert LEARNER in {r.partition for r in learner_runs}
+    value = _table(db, f"SELECT DISTINCT author FROM author_value WHERE learner = '{LEARNER}' ORDER BY 1")
+    assert list(value["author"]) == AUTHORS
+
+
+def test_the_rankings_say_which_figures_the_mixed_roster_supports(live):
+    """After the learner: duels and role separation among the 4 models with both roles, solvers ranked among 5
+    (the rankings asset's metadata, as the UI shows it; the strings are core/requests/roster.py's ranking_scope)."""
+    import dagster as dg
+
+    _, db, _, _ = live
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(db.parent / "dagster"))
+        with dg.DagsterInstance.get() as instance:
+            (record,) = instance.fetch_materializations(dg.AssetKey("rankings"), limit=1).records
+    metadata = {k: v.value for k, v in record.asset_materialization.metadata.items()}
+    assert metadata["scope_duels"] == metadata["scope_role_separation"] == metadata["scope_solver_ranking"] == "meaningful"
+    assert "among 4 models with both roles" in metadata["meaningful_rankings"], metadata["meaningful_rankings"]
+    assert "among 5 solvers" in metadata["meaningful_rankings"] and LEARNER in metadata["meaningful_rankings"]

@@ -28,8 +28,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_sim_registry(path: Path, names: list[str]) -> None:
-    path.write_text("models:\n" + "".join(f"  - name: {n}\n    model: envduels-sim/{n}\n" for n in names))
+def write_sim_registry(path: Path, names: list[str], roles: dict[str, str] | None = None) -> None:
+    """A registry of simulated models named by their profiles; ``roles`` maps a name to its roles (e.g.
+    ``"[solver]"``: a target learner that writes nothing); a name not in it has both (the default)."""
+    roles = roles or {}
+    path.write_text("models:\n" + "".join(f"  - name: {n}\n    model: envduels-sim/{n}\n"
+                                          + (f"    roles: {roles[n]}\n" if n in roles else "") for n in names))
 
 
 def live_env(home: Path, registry: Path, **extra: str) -> dict[str, str]:
@@ -146,8 +150,22 @@ def wait_for_ticks(instance, sensor: str, after: float, n: int = 2, timeout_s: f
     raise AssertionError(f"{sensor}: {done} of {n} ticks after {after} within {timeout_s}s")
 
 
+def requests_open(instance) -> int | None:
+    """How many requests the ``envduels_requests`` sensor's cursor holds open (None: no cursor yet)."""
+    from envduels_dagster.core.requests.stages import RequestBook
+
+    states = [s for s in instance.all_instigator_state() if s.name == "envduels_requests"]
+    cursors = [getattr(s.instigator_data, "cursor", None) for s in states]
+    cursors = [c for c in cursors if c]
+    return len(RequestBook.from_json(cursors[0]).open) if cursors else None
+
+
 def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float, first_run_timeout_s: float = 180):
-    """Poll until runs created after ``since`` exist, none is active, and no new run came for ``quiet_s``."""
+    """Poll until runs created after ``since`` exist, none is active, and no new run came for ``quiet_s``.
+
+    Or sooner, once the request sensor has no open request: then nothing is active and the request and
+    automation sensors each finished two ticks that saw it so, with no new run meanwhile (the sensors are the
+    only launchers; the fixed ``quiet_s`` had to outlast the daemon's longest gap between stages, under load)."""
     t0 = time.monotonic()
     last_change, last_sig = time.monotonic(), None
     while time.monotonic() - t0 < timeout_s:
@@ -160,6 +178,14 @@ def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float,
             return runs, False
         if runs and not active and time.monotonic() - last_change >= quiet_s:
             return runs, True
+        if runs and not active and requests_open(instance) == 0:
+            seen = time.time()
+            for sensor in ("envduels_requests", "envduels_automation"):
+                wait_for_ticks(instance, sensor, after=seen, n=2, timeout_s=max(60.0, timeout_s / 10))
+            again = _runs_since(instance, since)
+            if tuple((r.run_id, r.status) for r in again) == sig and requests_open(instance) == 0:
+                return again, True
+            continue
         time.sleep(3)
     return _runs_since(instance, since), False
 
@@ -167,14 +193,23 @@ def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float,
 def add_model_live(home: Path, first: list[str], added: str, quiet_s: float = 100, timeout_s: float = 1500,
                    **extra_env: str) -> LiveResult:
     """Demo on ``first``, then ``dagster dev``; append ``added`` to the registry; wait until nothing runs."""
+    return add_models_live(home, first, [[added]], quiet_s=quiet_s, timeout_s=timeout_s, **extra_env)[0]
+
+
+def add_models_live(home: Path, first: list[str], steps: list[list[str]], roles: dict[str, str] | None = None,
+                    quiet_s: float = 100, timeout_s: float = 1500, **extra_env: str) -> list[LiveResult]:
+    """Demo on ``first``, then ``dagster dev``; for each step, append its models to the registry (``roles`` as in
+    ``write_sim_registry``) and wait until nothing runs; one result per step, its runs those created after it.
+    One daemon session serves every step: each step is a registry change the running daemon must pick up."""
     import dagster as dg
 
     home.mkdir(parents=True, exist_ok=True)
     registry = home / "models.yaml"
-    write_sim_registry(registry, first)
+    write_sim_registry(registry, first, roles)
     env = live_env(home, registry, **extra_env)
     run_demo(env, home / "demo.log")
     dev = DagsterDev(env, home / "dagster-dev.log")
+    results: list[LiveResult] = []
     try:
         dev.wait_ready()
         old = os.environ.get("DAGSTER_HOME")
@@ -182,15 +217,21 @@ def add_model_live(home: Path, first: list[str], added: str, quiet_s: float = 10
         try:
             with dg.DagsterInstance.get() as instance:
                 time.sleep(5)  # let the daemon's first sensor ticks see the unchanged registry
-                t_added = time.time()
-                write_sim_registry(registry, [*first, added])
-                runs, settled = wait_until_settled(instance, t_added, quiet_s, timeout_s)
+                names = list(first)
+                for added in steps:
+                    t_added = time.time()
+                    names += added
+                    write_sim_registry(registry, names, roles)
+                    runs, settled = wait_until_settled(instance, t_added, quiet_s, timeout_s)
+                    wall = max((r.ended or r.created) for r in runs) - t_added if runs else 0.0
+                    results.append(LiveResult(runs, wall, settled, dev.log))
+                    if not settled:
+                        break
         finally:
             if old is None:
                 os.environ.pop("DAGSTER_HOME", None)
             else:
                 os.environ["DAGSTER_HOME"] = old
-        wall = max((r.ended or r.created) for r in runs) - t_added if runs else 0.0
-        return LiveResult(runs, wall, settled, dev.log)
+        return results
     finally:
         dev.stop()
