@@ -3,13 +3,13 @@ only learners get training sets and author values; the request sensor adds a lea
 a registry with no solver or no author is refused before anything is written.
 
 The sensor tests tick the real sensor on an ephemeral instance (runs recorded as finished, as the daemon's would
-be); the pipeline test materializes the real assets in-process on the simulated models, kept small. The running
+be). The real pipeline with 2 authors and 1 learner is the README rehearsal
+(tests/flows/test_cli.py::test_the_first_real_experiment_of_the_readme_runs_against_serve_sim); the running
 daemon adding a learner: tests/flows/test_live_flows.py::test_a_learner_added_to_the_running_daemon_plays_only_its_column."""
 
 from __future__ import annotations
 
 import dagster as dg
-import duckdb
 import pytest
 
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
@@ -96,33 +96,3 @@ def test_the_demo_refuses_a_registry_without_a_solver_before_anything_is_written
         materialize_all(instance, pipeline_resources(tmp_path, registry), log=lambda _m: None)
     assert instance.get_dynamic_partitions(MODELS_PARTITION) == [] and not instance.get_run_records()
     assert not (tmp_path / "warehouse.duckdb").exists()
-
-
-@pytest.mark.slow  # the real pipeline, dbt marts included, 2 authors x 1 learner, round 0: 133 s at load 18 (3 Dec)
-def test_two_authors_and_a_learner_play_only_their_pairs_through_the_real_pipeline(tmp_path, monkeypatch):
-    monkeypatch.setenv("ENVDUELS_ROUNDS", "0")  # round 0 only: the roles are the same in every round
-    registry = write_roles(tmp_path / "models.yaml", {"oracle": "[author]", "apprentice": "[author]",
-                                                      "novice": "[solver]"})
-    resources = pipeline_resources(tmp_path, registry, envs_per_author=2, seeds=(0, 1))
-    instance = dg.DagsterInstance.ephemeral()
-    counts = materialize_all(instance, resources, log=lambda _m: None)
-    assert counts.pop("request").startswith("demo-")  # the runs' envduels/request tag
-    assert counts == {"models": 3, "pairs": 2, "authors": 2, "solvers": 1}
-
-    def materialized(name):
-        return sorted(instance.get_materialized_partitions(dg.AssetKey(name)))
-
-    assert materialized("authored_environments") == ["apprentice", "oracle"]
-    assert materialized("duel_episodes") == ["apprentice|novice", "oracle|novice"]
-    assert materialized("training_set") == materialized("author_value") == ["novice"]
-    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
-        assert conn.execute("SELECT DISTINCT author FROM environments ORDER BY 1").fetchall() == [("apprentice",),
-                                                                                                  ("oracle",)]
-        assert conn.execute("SELECT DISTINCT solver FROM episodes").fetchall() == [("novice",)]
-        assert conn.execute("SELECT DISTINCT learner, author FROM author_value ORDER BY 2").fetchall() == [
-            ("novice", "apprentice"), ("novice", "oracle")]
-    (rankings,) = [e for e in instance.fetch_materializations(dg.AssetKey("rankings"), limit=1).records]
-    metadata = rankings.asset_materialization.metadata
-    assert metadata["scope_duels"].value == metadata["scope_role_separation"].value == "not meaningful"
-    assert metadata["scope_author_ranking"].value == "meaningful"
-    assert "0 model(s) with both roles (none)" in metadata["meaningful_rankings"].value

@@ -569,7 +569,12 @@ def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env,
     with duckdb.connect(str(Path(cli_env["ENVDUELS_HOME"]) / "warehouse.duckdb"), read_only=True) as conn:
         pairs = conn.execute("SELECT DISTINCT author, solver FROM episodes ORDER BY 1").fetchall()
         value = conn.execute("SELECT learner, author FROM author_value ORDER BY author").fetchall()
+        authors = conn.execute("SELECT DISTINCT author FROM environments ORDER BY 1").fetchall()
+        learners = conn.execute("SELECT DISTINCT learner FROM training_set").fetchall()
+    # roles (issue 30): only the author x learner pairs were played, the learner wrote nothing, and the answer
+    # and the training set exist for the learner alone (this rehearsal replaced test_roles' pipeline test)
     assert pairs == [("apprentice", "novice"), ("expert", "novice")]
+    assert authors == [("apprentice",), ("expert",)] and learners in ([], [("novice",)])
     assert value == [("novice", "apprentice"), ("novice", "expert")]
 # Issue 33, item 8 (the smaller ones).
 def test_ctrl_c_inside_a_dagster_step_is_exit_130_and_one_line(monkeypatch, capsys):
