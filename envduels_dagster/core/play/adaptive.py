@@ -185,16 +185,16 @@ async def play_env_adaptive(play_seed: Callable, seeds: list[int], policy: Adapt
 async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: AdaptivePolicy, limits=None,
                              concurrency: int = 8, budget_s: float | None = None,
                              on_progress: Callable[[int, int], None] | None = None,
-                             reuse_sandboxes: bool = False) -> tuple[list, list[PairDecision]]:
+                             reuse_sandboxes: bool = False, slot=None) -> tuple[list, list[PairDecision]]:
     """``play_pair`` with adaptive seeds: every valid environment runs its own sequence of seeds.
 
     Environments run side by side (at most ``concurrency`` episodes in flight); within an
     environment the two conditions of a seed run together and seeds run one after another,
     since whether to play the next depends on this one. Records come back grouped by
     environment, seeds in order, cold before hinted. ``reuse_sandboxes``: each environment's
-    cold and hinted sequences keep one sandbox worker each (see ``play_pair``).
+    cold and hinted sequences keep one sandbox worker each (see ``play_pair``). ``slot``: as in ``play_pair``.
     """
-    from envduels_dagster.core.play.episode import _Lane, play_episode
+    from envduels_dagster.core.play.episode import _Lane, in_slot, play_episode
 
     sem = asyncio.Semaphore(max(1, concurrency))
     valid = [env for env in envs if env.valid]
@@ -202,7 +202,7 @@ async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: Ad
 
     async def episode(env, seed, condition, lane):
         nonlocal done
-        async with sem:
+        async with sem, in_slot(slot):
             rec = await play_episode(gateway, solver, env, seed, condition, limits, budget_s,
                                      lease=lane.lease if lane is not None else None)
         done += 1

@@ -28,6 +28,15 @@ from envduels_dagster.core.protocol import (
 )
 from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
+# A factory of the context an episode plays inside (a provider slot shared by a run's pairs), or None.
+Slot = Callable[[], AbstractAsyncContextManager]
+
+
+def in_slot(slot: Slot | None) -> AbstractAsyncContextManager:
+    """The context ``slot`` makes for one episode, or nothing to wait for."""
+    return slot() if slot is not None else contextlib.nullcontext()
+
+
 FORMAT_ERROR_OBSERVATION = "Format error: no action found. Reply with your action inside \\boxed{}."
 
 
@@ -121,8 +130,12 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
 async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None = None,
                     concurrency: int = 8, on_progress: Callable[[int, int], None] | None = None,
                     budget_s: float | None = None, reuse_sandboxes: bool = False,
-                    episodes_per_worker: int = 16) -> list[EpisodeRecord]:
+                    episodes_per_worker: int = 16, slot: Slot | None = None) -> list[EpisodeRecord]:
     """Every valid environment x its benchmark seeds x {cold, hinted}, at most ``concurrency`` at once.
+
+    ``slot``: a factory of the context each episode plays inside, besides the pair's own cap (a slot of
+    the solver provider's pool shared with the other pairs of a run, ``play_pairs``): an episode holds
+    it only while it plays, so a pair's slot is free for another pair's episode as soon as it ends.
 
     ``reuse_sandboxes``: play in ``concurrency`` lanes, each keeping one started worker for
     consecutive episodes of the same environment (at most ``episodes_per_worker``, then a
@@ -133,13 +146,13 @@ async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpe
             for cond in ("cold", "hinted")]
     if reuse_sandboxes:
         return await _play_in_lanes(gateway, solver, jobs, limits, concurrency, on_progress, budget_s,
-                                    episodes_per_worker)
+                                    episodes_per_worker, slot)
     sem = asyncio.Semaphore(concurrency)
     done = 0
 
     async def run(env, seed, cond):
         nonlocal done
-        async with sem:
+        async with sem, in_slot(slot):
             rec = await play_episode(gateway, solver, env, seed, cond, limits, budget_s)
         done += 1
         if on_progress is not None:
@@ -194,7 +207,7 @@ class _Lane:
 
 
 async def _play_in_lanes(gateway: ChatGateway, solver, jobs, limits, concurrency, on_progress, budget_s,
-                         episodes_per_worker) -> list[EpisodeRecord]:
+                         episodes_per_worker, slot: Slot | None = None) -> list[EpisodeRecord]:
     """``concurrency`` lanes; a lane stays on its environment while it has episodes left, then moves
     to the environment with the most episodes left per lane already on it."""
     queues: dict[str, deque[int]] = {}
@@ -223,7 +236,9 @@ async def _play_in_lanes(gateway: ChatGateway, solver, jobs, limits, concurrency
             while (i := next_job(current)) is not None:
                 env, seed, cond = jobs[i]
                 current = env.env_id
-                results[i] = await play_episode(gateway, solver, env, seed, cond, limits, budget_s, lease=lane.lease)
+                async with in_slot(slot):
+                    results[i] = await play_episode(gateway, solver, env, seed, cond, limits, budget_s,
+                                                    lease=lane.lease)
                 done += 1
                 if on_progress is not None:
                     on_progress(done, len(jobs))
