@@ -145,7 +145,6 @@ def pair_options(settings: DuelSettings):
     adaptive = AdaptivePolicy(confidence=settings.adaptive_confidence, max_seeds=settings.adaptive_max_seeds,
                               max_cold=settings.training_max_cold, min_hint=settings.training_min_hint)
     return PairOptions(concurrency=settings.episode_concurrency, budget_s=settings.episode_budget_s,
-                       reuse_sandboxes=settings.reuse_sandboxes,
                        adaptive=adaptive if settings.adaptive_sampling else None)
 
 

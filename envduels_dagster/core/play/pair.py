@@ -28,7 +28,6 @@ class AllCallsFailed(Exception):
 class PairOptions:
     concurrency: int = 8
     budget_s: float | None = None
-    reuse_sandboxes: bool = False
     adaptive: AdaptivePolicy | None = None  # None: every benchmark seed of every valid environment
 
 
@@ -67,13 +66,12 @@ async def play_pair_with(gateway, author: str, solver: str, envs: list, limits, 
     ``slot``: each episode also plays inside ``slot()`` (a provider slot shared with other pairs, ``Slots.one``)."""
     if options.adaptive is not None:
         records, decisions = await play_pair_adaptive(
-            gateway, solver, envs, options.adaptive, limits, options.concurrency, options.budget_s,
-            reuse_sandboxes=options.reuse_sandboxes, slot=slot)
+            gateway, solver, envs, options.adaptive, limits, options.concurrency, options.budget_s, slot=slot)
         result = PairPlay(records, {"adaptive_seeds_played": sum(len(d.seeds_played) for d in decisions),
                                     "adaptive_seeds_fixed": sum(len(e.benchmark_seeds) for e in envs if e.valid)})
     else:
         result = PairPlay(await play_pair(gateway, solver, envs, limits, options.concurrency, on_progress,
-                                          options.budget_s, reuse_sandboxes=options.reuse_sandboxes, slot=slot))
+                                          options.budget_s, slot=slot))
     require_model_reached(result.records, author, solver)
     return result
 
@@ -101,20 +99,14 @@ def provider_slots(registry, solvers: Iterable[str]) -> dict[str, int]:
     so the pairs in play together keep about as many calls in flight as the provider's pool allows
     (:func:`in_flight_limit`; the gateway's pool, one per provider, caps the calls themselves) and no
     more sandbox workers than that; a pair also plays at most ``episode_concurrency`` episodes at once.
-    (Before, a pair held ``pair_width`` slots until its last episode ended: a pair of 4 episodes kept
-    4 slots while its longest episode played on alone, and about half the slots stood idle.)
+    (Before, a pair held as many slots as it played episodes at once until its last episode ended: a pair
+    of 4 episodes kept 4 slots while its longest episode played on alone, and about half stood idle.)
     """
     slots: dict[str, int] = {}
     for name in set(solvers):
         entry = registry.get(name)
         slots[entry.provider] = max(slots.get(entry.provider, 0), in_flight_limit(entry))
     return slots
-
-
-def pair_width(envs: list, episode_concurrency: int) -> int:
-    """Episodes a pair plays at once: its episode concurrency, or fewer when the pair has fewer episodes."""
-    episodes = sum(2 * len(e.benchmark_seeds) for e in envs if e.valid)
-    return max(1, min(episode_concurrency, episodes))
 
 
 class Slots:
