@@ -46,7 +46,8 @@ class WarehouseResource(DuckDBResource):
 
     database: str = ""
     lake_data_path: str = ""
-    _schema_checked: set = PrivateAttr(default_factory=set)  # locations this run checked
+    # Locations this run checked; None outside a run (direct use, tests): then nothing is vouched for.
+    _schema_checked: set | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:  # noqa: ARG002 - Dagster's hook
         self._schema_checked = set()  # per run: a later run checks again (the file may be new)
@@ -60,11 +61,12 @@ class WarehouseResource(DuckDBResource):
 
         @contextmanager
         def vouched(conn):
-            if location in self._schema_checked:
+            checked = self._schema_checked
+            if checked is not None and location in checked:
                 mark_schema_checked(conn)
             yield conn
-            if is_schema_checked(conn):
-                self._schema_checked.add(location)
+            if checked is not None and is_schema_checked(conn):
+                checked.add(location)
 
         if is_ducklake(location):  # several writers at once; conflicts retried by core/storage/warehouse.py
             conn = Warehouse(location, lake_data_path(self)).connect()

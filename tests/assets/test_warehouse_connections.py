@@ -45,6 +45,11 @@ def test_one_schema_check_per_run_and_a_new_run_checks_again(tmp_path, checks):
     assert checks[0] == 2
     with duckdb.connect(str(path)) as conn:
         assert {"episodes", "environments"} <= {t for (t,) in conn.execute("SHOW TABLES").fetchall()}
+    # Outside a run (the CLI, notebooks) nothing is vouched for: every connection is checked on its own.
+    for _ in range(2):
+        with resource.get_connection() as conn:
+            wh.read_table(conn, "episodes")
+    assert checks[0] == 4
 
 
 def test_a_connection_is_checked_once_and_a_failed_check_is_not_remembered(tmp_path, checks):
