@@ -110,28 +110,26 @@ def provider_slots(registry, solvers: Iterable[str]) -> dict[str, int]:
 
 
 class Slots:
-    """A pool of ``total`` slots that a pair takes ``n`` of at once (an asyncio weighted semaphore)."""
+    """A provider's ``total`` episode slots, shared by the pairs a run plays at once; an episode holds one
+    while it plays (:meth:`one`). First come, first served, and a release wakes one waiter: with thousands of
+    episodes waiting (8 a pair), waking them all on every release would cost their square."""
 
     def __init__(self, total: int):
         self.total = self.free = max(1, total)
-        self._cond = asyncio.Condition()
+        self._sem = asyncio.Semaphore(self.total)
 
     @contextlib.asynccontextmanager
-    async def hold(self, n: int):
-        n = max(1, min(n, self.total))
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.free >= n)
-            self.free -= n
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self.free += n
-                self._cond.notify_all()
+    async def _held(self):
+        async with self._sem:
+            self.free -= 1
+            try:
+                yield
+            finally:
+                self.free += 1
 
     def one(self) -> contextlib.AbstractAsyncContextManager:
         """One slot: what each episode of a pair holds while it plays (``play_pair``'s ``slot``)."""
-        return self.hold(1)
+        return self._held()
 
 
 def cut_replies(df: pd.DataFrame, solver: str) -> dict[str, int | str]:

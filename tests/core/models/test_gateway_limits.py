@@ -78,24 +78,24 @@ def test_max_in_flight_sizes_the_providers_pool_across_models_and_pairs_at_once_
     assert [in_flight_limit(registry.get(n)) for n in "abc"] == [12, 12, 8]
     assert provider_slots(registry, ["a", "b", "c"]) == {"remote": 12, "envduels-sim": 8}
 
-    async def pairs_in_play(widths: list[int], total: int) -> int:
+    async def in_play(pairs: list[int], total: int) -> int:  # episodes per pair; the peak of episodes in play
         slots, busy, peak = Slots(total), [0], [0]
 
-        async def pair(w: int) -> None:
-            async with slots.hold(w):
+        async def episode() -> None:
+            async with slots.one():
                 busy[0] += 1
                 peak[0] = max(peak[0], busy[0])
+                assert slots.free == total - busy[0]
                 await asyncio.sleep(0.01)
                 busy[0] -= 1
 
-        await asyncio.gather(*(pair(w) for w in widths))
+        await asyncio.gather(*(episode() for n in pairs for _ in range(n)))
         assert slots.free == total
         return peak[0]
 
-    assert asyncio.run(pairs_in_play([4] * 9, 12)) == 3  # 12 slots, 4 episodes a pair: three pairs at once
-    assert asyncio.run(pairs_in_play([8] * 5, 8)) == 1  # the defaults: one pair at a time, as before
-    assert asyncio.run(pairs_in_play([20, 1], 8)) == 1  # a pair wider than the pool takes it all; the next waits
-    assert asyncio.run(pairs_in_play([2, 3, 3, 4], 8)) == 3
+    assert asyncio.run(in_play([4] * 9, 12)) == 12  # 12 slots: 12 episodes at once, whichever pairs they are of
+    assert asyncio.run(in_play([20, 1], 8)) == 8
+    assert asyncio.run(in_play([2, 3], 8)) == 5  # fewer episodes than slots: all at once
     gateway = Gateway(registry, sim_latency_s=0.05)
 
     async def main():
