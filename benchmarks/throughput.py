@@ -13,8 +13,8 @@ as its last line, ``ratio=X`` = wall time / (model calls x L / C), the latency b
 
 Use E a multiple of C so that wave quantization does not dominate. Goals on 2 cores: litellm at
 L=500, C=64, E=640 ratio <= 1.10; the lean path at L=50, C=64, E=640 ratio <= 1.5 and
-cpu_ms_per_call <= 1.5. ``--reuse-sandboxes off`` starts one sandbox worker per episode (the
-behaviour before sandbox reuse); ``--profile FILE`` records the timed section with py-spy.
+cpu_ms_per_call <= 1.5. Every episode starts its own sandbox worker (sandbox reuse was removed:
+docs/DECISIONS.md); ``--profile FILE`` records the timed section with py-spy.
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ def main() -> int:
     parser.add_argument("--solver", default="journeyman", help="simulated profile that plays (served over HTTP)")
     parser.add_argument("--author", default="expert", help="simulated profile that writes the environments")
     parser.add_argument("--envs", type=int, default=10, help="environments the episodes are spread over")
-    parser.add_argument("--reuse-sandboxes", choices=("on", "off"), default="on")
     parser.add_argument("--litellm-processes", type=int, default=0,
                         help="run litellm calls in N worker processes (Gateway(litellm_processes=N)); 0: in-process")
     parser.add_argument("--http", choices=("h1", "aiohttp"), default="h1",
@@ -143,9 +142,8 @@ def main() -> int:
             timing["load0"] = os.getloadavg()[0]
             timing["server0"] = _proc_cpu_s(server.pid)
             timing["cpu0"], timing["t0"] = time.process_time(), time.perf_counter()
-            reuse = {"reuse_sandboxes": True} if args.reuse_sandboxes == "on" else {}
             try:
-                return await play_pair(gateway, "solver-http", specs, concurrency=args.concurrency, **reuse)
+                return await play_pair(gateway, "solver-http", specs, concurrency=args.concurrency)
             finally:
                 timing["wall"] = time.perf_counter() - timing["t0"]
                 timing["cpu"] = time.process_time() - timing["cpu0"]
@@ -198,8 +196,7 @@ def main() -> int:
     bound = calls * args.latency_ms / 1000 / args.concurrency
     print(f"backend={args.backend}{f' ({args.http})' if args.backend == 'fast' else ''} latency_ms={args.latency_ms:g} concurrency={args.concurrency} "
           f"episodes={len(records)} envs={len(specs)} solver={args.solver} cache={'off' if args.no_cache else 'on'}")
-    print(f"sandbox workers reused across episodes of an environment: "
-          f"{'yes' if args.reuse_sandboxes == 'on' else 'no (one worker per episode)'}; workers started={starts[0]}")
+    print(f"sandbox workers started={starts[0]} (one per episode)")
     print(f"setup (authoring + validation{', litellm import' if args.backend == 'litellm' else ''}): {setup_s:.1f}s")
     print(f"statuses: {statuses}  retries={sum(r.retries for r in records)}")
     print(f"model_calls={calls} wall_s={wall:.2f} latency_bound_s={bound:.2f} cpu_s={cpu:.2f}")

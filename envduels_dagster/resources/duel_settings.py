@@ -38,9 +38,6 @@ class DuelSettings(dg.ConfigurableResource):
     training_max_cold: float = 0.0
     training_min_hint: float = 0.5
     training_include_self_authored: bool = False
-    # Speed (docs/BENCHMARKS.md). reuse_sandboxes: one sandbox worker plays consecutive episodes of an
-    # environment (fewer worker starts; the CPU-seconds limit then covers those episodes together).
-    reuse_sandboxes: bool = False
     # Adaptive sampling (core/play/adaptive.py): per (environment, solver) stop once training membership is
     # settled at adaptive_confidence, and give borderline pairs extra seeds up to adaptive_max_seeds.
     # Off: every benchmark seed is played, exactly as before.

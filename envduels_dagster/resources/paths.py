@@ -10,7 +10,9 @@ cache, or the shared DuckLake warehouse and Postgres cache.
 
 from contextlib import contextmanager
 
+import dagster as dg
 from dagster_duckdb import DuckDBResource
+from pydantic import PrivateAttr
 
 from envduels_dagster.core.models.registry import Registry, load_registry
 from envduels_dagster.resources.gateway import GatewayResource
@@ -34,25 +36,48 @@ def lake_data_path(warehouse: DuckDBResource) -> str:
 
 
 class WarehouseResource(DuckDBResource):
-    """``DuckDBResource`` on the profile's warehouse unless ``database`` names another file or DuckLake."""
+    """``DuckDBResource`` on the profile's warehouse unless ``database`` names another file or DuckLake.
+
+    The warehouse schema is checked once per run (issue 35): once a connection of this run passed
+    ``ensure_schema``, the run's later connections to the same location are vouched for
+    (``mark_schema_checked``), and reads and writes skip the catalog queries. Connections stay short
+    (one per use): a DuckDB file admits one writer process at a time, and other runs and dbt wait on it.
+    """
 
     database: str = ""
     lake_data_path: str = ""
+    # Locations this run checked; None outside a run (direct use, tests): then nothing is vouched for.
+    _schema_checked: set | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:  # noqa: ARG002 - Dagster's hook
+        self._schema_checked = set()  # per run: a later run checks again (the file may be new)
 
     @contextmanager
     def get_connection(self):
         from envduels_dagster.core.storage.location import Warehouse, is_ducklake
+        from envduels_dagster.core.storage.warehouse import is_schema_checked, mark_schema_checked
 
         location = warehouse_file(self)
+
+        @contextmanager
+        def vouched(conn):
+            checked = self._schema_checked
+            if checked is not None and location in checked:
+                mark_schema_checked(conn)
+            yield conn
+            if checked is not None and is_schema_checked(conn):
+                checked.add(location)
+
         if is_ducklake(location):  # several writers at once; conflicts retried by core/storage/warehouse.py
             conn = Warehouse(location, lake_data_path(self)).connect()
             try:
-                yield conn
+                with vouched(conn):
+                    yield conn
             finally:
                 conn.close()
             return
         resolved = DuckDBResource(database=location, connection_config=self.connection_config)
-        with resolved.get_connection() as conn:
+        with resolved.get_connection() as conn, vouched(conn):
             yield conn
 
 

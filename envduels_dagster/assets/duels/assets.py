@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import hashlib
 import time
+from collections.abc import Callable
 
 import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_IS_USER_PROVIDED_TAG, DATA_VERSION_TAG
@@ -61,7 +62,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
     """Play the run's pair, or every pair of its partition range, each written and recorded on its own.
 
     A range's pairs play at once (issue 35), as many as keep every solver provider's pool full (each
-    pair holds as many of its provider's episode slots as it plays episodes at once,
+    episode in play holds one of its provider's episode slots while it plays,
     ``core/play/pair.provider_slots``), in one event loop through one gateway, whose one pool per
     provider (``max_in_flight``) caps the calls in flight across them. Each pair is still written as
     soon as it finishes, and one pair's failure does not stop the others.
@@ -70,7 +71,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
         keys = context.partition_key.keys_by_dimension
         return play_round_pair(context, keys["author"], keys["solver"], round_, gateway, sandbox, settings, warehouse)
     from envduels_dagster.core.models import run_and_close
-    from envduels_dagster.core.play.pair import Slots, pair_width, provider_slots
+    from envduels_dagster.core.play.pair import Slots, provider_slots
 
     pairs = [str(k) for k in context.partition_keys]
     done: dict[str, dict] = {}
@@ -79,12 +80,13 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
     registry = gateway.registry()
     gw = gateway.gateway(registry)
     jobs = {}
-    for key in pairs:
-        author, solver = key.split("|", 1)
-        try:
-            jobs[key] = _prepare_pair(context, author, solver, round_, registry, warehouse)
-        except Exception as exc:  # noqa: BLE001 - one pair's failure must not cost the batch's other pairs
-            failed[key] = _failure_text(exc)
+    with warehouse.get_connection() as conn:  # one connection for every pair's reads (closed before play)
+        for key in pairs:
+            author, solver = key.split("|", 1)
+            try:
+                jobs[key] = _prepare_pair(context, author, solver, round_, registry, conn)
+            except Exception as exc:  # noqa: BLE001 - one pair's failure must not cost the batch's other pairs
+                failed[key] = _failure_text(exc)
     slots_of: dict[str, int] = {}
     for job in jobs.values():
         try:
@@ -103,8 +105,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
             except Exception:  # noqa: BLE001 - it fails when played, below
                 gate = alone
             try:
-                result = await _play_and_write(context, job, gw, sandbox, settings, warehouse, writer,
-                                               gate.hold(pair_width(job.envs, settings.episode_concurrency)))
+                result = await _play_and_write(context, job, gw, sandbox, settings, warehouse, writer, gate.one)
             except Exception as exc:  # noqa: BLE001 - isolated per pair, as above
                 failed[key] = _failure_text(exc)
                 context.log.error(f"pair {key} failed: {failed[key]}")
@@ -152,7 +153,6 @@ def pair_options(settings: DuelSettings):
     adaptive = AdaptivePolicy(confidence=settings.adaptive_confidence, max_seeds=settings.adaptive_max_seeds,
                               max_cold=settings.training_max_cold, min_hint=settings.training_min_hint)
     return PairOptions(concurrency=settings.episode_concurrency, budget_s=settings.episode_budget_s,
-                       reuse_sandboxes=settings.reuse_sandboxes,
                        adaptive=adaptive if settings.adaptive_sampling else None)
 
 
@@ -166,8 +166,8 @@ class _PairJob:
 
 
 def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int, registry,
-                  warehouse: DuckDBResource) -> _PairJob:
-    """Read the pair's environments and check they can be played (raises dg.Failure when they cannot)."""
+                  conn) -> _PairJob:
+    """Read the pair's environments on ``conn`` and check they can be played (raises dg.Failure when they cannot)."""
     from envduels_dagster.core.authoring.imports import is_import
     from envduels_dagster.core.play.pair import environments_current
     from envduels_dagster.core.storage.warehouse import read_table, specs_from_rows
@@ -176,8 +176,7 @@ def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, r
     if not solver_entry.solves:  # a partition left from before its roles changed, materialized by hand
         raise dg.Failure(f"model {solver!r} has roles {list(solver_entry.roles)} in {registry.path}: it plays no "
                          f"environments; pair {author}|{solver} was not played and nothing was written")
-    with warehouse.get_connection() as conn:
-        env_rows = read_table(conn, "environments", {"author": author, "round": round_})
+    env_rows = read_table(conn, "environments", {"author": author, "round": round_})
     # An imported author has no model: its environments are current as imported (version = content digest).
     author_version = (next(iter(set(env_rows["author_version"])), "") if is_import(author)
                       else registry.get(author).version)
@@ -193,10 +192,10 @@ def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, r
 
 async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, sandbox: SandboxResource,
                           settings: DuelSettings, warehouse: DuckDBResource, writer: concurrent.futures.Executor,
-                          gate: contextlib.AbstractAsyncContextManager | None = None) -> dg.MaterializeResult:
-    """Play one prepared pair through ``gw`` (shared by the run's pairs) inside ``gate``, then replace its rows
-    in ``writer``."""
-    gate = gate if gate is not None else contextlib.nullcontext()
+                          slot: Callable[[], contextlib.AbstractAsyncContextManager] | None = None,
+                          ) -> dg.MaterializeResult:
+    """Play one prepared pair through ``gw`` (shared by the run's pairs), each episode inside ``slot()`` (its
+    provider's slot, held only while the episode plays), then replace its rows in ``writer``."""
     from envduels_dagster.core.models import LLMError
     from envduels_dagster.core.models.registry import RegistryError
     from envduels_dagster.core.play.pair import (
@@ -217,10 +216,9 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
             last[0] = time.perf_counter()
             context.log.info(f"{author} x {solver} (round {round_}): {done}/{total} episodes")
 
-    try:
-        async with gate:  # the pair's share of its provider while it plays; its write waits outside it
-            played = await play_pair_with(gw, author, solver, envs, sandbox.limits(), pair_options(settings),
-                                          progress)
+    try:  # each episode holds its provider slot only while it plays; the pair's write waits outside them
+        played = await play_pair_with(gw, author, solver, envs, sandbox.limits(), pair_options(settings),
+                                      progress, slot)
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
     except (AllCallsFailed, StoppedAtBudget) as exc:
@@ -267,7 +265,8 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
     from envduels_dagster.core.models import run_and_close
 
     registry = gateway.registry()
-    job = _prepare_pair(context, author, solver, round_, registry, warehouse)
+    with warehouse.get_connection() as conn:
+        job = _prepare_pair(context, author, solver, round_, registry, conn)
     gw = gateway.gateway(registry)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envduels-writer") as writer:
         return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, sandbox, settings, warehouse, writer)))

@@ -184,6 +184,11 @@ def log_partition_results(context: dg.AssetCheckExecutionContext, results: list[
             blocking=r.check_name in BLOCKING, partition=partition))  # type: ignore[arg-type]  # log_event handles it
 
 
+# Pairs of a ranged run whose rows one connection reads before it is released for their validation:
+# one connection instead of one per pair, while only this many pairs' rows are held at once.
+READ_CHUNK = 16
+
+
 def make_episodes_checks(asset: dg.AssetsDefinition, round_: int = 0) -> dg.AssetChecksDefinition:
     """The episodes suite for ``asset`` (which writes round ``round_``), partitioned like the asset.
 
@@ -201,13 +206,17 @@ def make_episodes_checks(asset: dg.AssetsDefinition, round_: int = 0) -> dg.Asse
     def _checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource):
         if not context.has_partition_key and context.has_partition_key_range:
             blocked = []
-            for pair in context.partition_keys:
-                author, solver = str(pair).split("|", 1)
-                with warehouse.get_connection() as conn:
-                    frames = load_or_error(load_frames, conn, author, solver, round_)
-                results = validate_frames(frames, author, solver, key)
-                log_partition_results(context, results, str(pair))
-                blocked += [f"{pair}: {r.check_name}" for r in results if r.check_name in BLOCKING and not r.passed]
+            pairs = [str(p) for p in context.partition_keys]
+            for start in range(0, len(pairs), READ_CHUNK):
+                chunk = pairs[start:start + READ_CHUNK]
+                with warehouse.get_connection() as conn:  # one connection per chunk of pairs, released to validate
+                    frames_of = {pair: load_or_error(load_frames, conn, *pair.split("|", 1), round_) for pair in chunk}
+                for pair, frames in frames_of.items():
+                    author, solver = pair.split("|", 1)
+                    results = validate_frames(frames, author, solver, key)
+                    log_partition_results(context, results, pair)
+                    blocked += [f"{pair}: {r.check_name}" for r in results
+                                if r.check_name in BLOCKING and not r.passed]
             if blocked:  # what Dagster does for a failed blocking check of a single-partition run
                 raise dg.Failure(f"blocking check failed, so nothing downstream is built on these rows: "
                                  f"{'; '.join(blocked[:5])}")

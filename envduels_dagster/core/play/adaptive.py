@@ -185,43 +185,34 @@ async def play_env_adaptive(play_seed: Callable, seeds: list[int], policy: Adapt
 async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: AdaptivePolicy, limits=None,
                              concurrency: int = 8, budget_s: float | None = None,
                              on_progress: Callable[[int, int], None] | None = None,
-                             reuse_sandboxes: bool = False) -> tuple[list, list[PairDecision]]:
+                             slot=None) -> tuple[list, list[PairDecision]]:
     """``play_pair`` with adaptive seeds: every valid environment runs its own sequence of seeds.
 
     Environments run side by side (at most ``concurrency`` episodes in flight); within an
     environment the two conditions of a seed run together and seeds run one after another,
     since whether to play the next depends on this one. Records come back grouped by
-    environment, seeds in order, cold before hinted. ``reuse_sandboxes``: each environment's
-    cold and hinted sequences keep one sandbox worker each (see ``play_pair``).
+    environment, seeds in order, cold before hinted. ``slot``: as in ``play_pair``.
     """
-    from envduels_dagster.core.play.episode import _Lane, play_episode
+    from envduels_dagster.core.play.episode import in_slot, play_episode
 
     sem = asyncio.Semaphore(max(1, concurrency))
     valid = [env for env in envs if env.valid]
     done = 0
 
-    async def episode(env, seed, condition, lane):
+    async def episode(env, seed, condition):
         nonlocal done
-        async with sem:
-            rec = await play_episode(gateway, solver, env, seed, condition, limits, budget_s,
-                                     lease=lane.lease if lane is not None else None)
+        async with sem, in_slot(slot):
+            rec = await play_episode(gateway, solver, env, seed, condition, limits, budget_s)
         done += 1
         if on_progress is not None:
             on_progress(done, -1)
         return rec
 
     async def one_env(env):
-        lanes = {c: _Lane(limits, policy.max_seeds) if reuse_sandboxes else None for c in ("cold", "hinted")}
-
         async def play_seed(seed):
-            return await asyncio.gather(*(episode(env, seed, c, lanes[c]) for c in ("cold", "hinted")))
+            return await asyncio.gather(*(episode(env, seed, c) for c in ("cold", "hinted")))
 
-        try:
-            return await _one_env(env, play_seed)
-        finally:
-            for lane in lanes.values():
-                if lane is not None:
-                    await lane.close()
+        return await _one_env(env, play_seed)
 
     async def _one_env(env, play_seed):
         seeds = list(env.benchmark_seeds)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from envduels_dagster.core.concurrency.gather import gather_or_cancel
@@ -29,21 +28,27 @@ from envduels_dagster.core.protocol import (
 )
 from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
+# A factory of the context an episode plays inside (a provider slot shared by a run's pairs), or None.
+Slot = Callable[[], AbstractAsyncContextManager]
+
+
+def in_slot(slot: Slot | None) -> AbstractAsyncContextManager:
+    """The context ``slot`` makes for one episode, or nothing to wait for."""
+    return slot() if slot is not None else contextlib.nullcontext()
+
+
 FORMAT_ERROR_OBSERVATION = "Format error: no action found. Reply with your action inside \\boxed{}."
 
 
 async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, seed: int, condition: Condition,
                        limits: SandboxLimits | None = None, budget_s: float | None = None,
-                       sandbox: SandboxedEnv | None = None,
-                       lease: Callable[[EnvironmentSpec], AbstractAsyncContextManager[SandboxedEnv]] | None = None,
-                       ) -> EpisodeRecord:
+                       sandbox: SandboxedEnv | None = None) -> EpisodeRecord:
     """Play one episode. ``budget_s`` caps the wall time spent waiting on the model for the episode.
 
     ``sandbox``: an already started worker holding this environment, reused across the
     environment's seeds (``reset`` builds a fresh instance each time); the caller closes
-    it. ``lease``: instead, a context manager factory that yields a started worker for
-    ``env`` (``play_pair``'s worker lanes); a failure to start it ends the episode exactly
-    as a fresh worker's would. By default each episode gets its own worker.
+    it. By default each episode gets its own worker (the pipeline's only way: docs/DECISIONS.md,
+    "Sandbox reuse removed").
 
     Raises only for fatal model errors (bad key, unknown provider) and registry errors,
     which no retry can fix; everything else ends in the record's status.
@@ -53,7 +58,7 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
     messages: list[dict[str, str]] = [{"role": "system", "content": SOLVER_SYSTEM_PROMPT}]
     t0 = time.perf_counter()
     try:
-        async with (lease(env) if lease is not None else contextlib.nullcontext(sandbox) if sandbox is not None
+        async with (contextlib.nullcontext(sandbox) if sandbox is not None
                     else SandboxedEnv(env.source, env.class_name, env.max_turns, limits)) as sandbox:
             observation, _ = await sandbox.reset(seed)
             hint = env.hint if condition == "hinted" else None
@@ -121,26 +126,21 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
 
 async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None = None,
                     concurrency: int = 8, on_progress: Callable[[int, int], None] | None = None,
-                    budget_s: float | None = None, reuse_sandboxes: bool = False,
-                    episodes_per_worker: int = 16) -> list[EpisodeRecord]:
+                    budget_s: float | None = None, slot: Slot | None = None) -> list[EpisodeRecord]:
     """Every valid environment x its benchmark seeds x {cold, hinted}, at most ``concurrency`` at once.
 
-    ``reuse_sandboxes``: play in ``concurrency`` lanes, each keeping one started worker for
-    consecutive episodes of the same environment (at most ``episodes_per_worker``, then a
-    fresh one), instead of one worker per episode. Records come back in the same order
-    either way. The sandbox's CPU-seconds limit then applies to a worker's episodes together.
+    ``slot``: a factory of the context each episode plays inside, besides the pair's own cap (a slot of
+    the solver provider's pool shared with the other pairs of a run, ``play_pairs``): an episode holds
+    it only while it plays, so a pair's slot is free for another pair's episode as soon as it ends.
     """
     jobs = [(env, seed, cond) for env in envs if env.valid for seed in env.benchmark_seeds
             for cond in ("cold", "hinted")]
-    if reuse_sandboxes:
-        return await _play_in_lanes(gateway, solver, jobs, limits, concurrency, on_progress, budget_s,
-                                    episodes_per_worker)
     sem = asyncio.Semaphore(concurrency)
     done = 0
 
     async def run(env, seed, cond):
         nonlocal done
-        async with sem:
+        async with sem, in_slot(slot):
             rec = await play_episode(gateway, solver, env, seed, cond, limits, budget_s)
         done += 1
         if on_progress is not None:
@@ -149,80 +149,3 @@ async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpe
 
     # A fatal model error ends the pair: stop the other episodes instead of letting them run on.
     return await gather_or_cancel(run(*job) for job in jobs)
-
-
-class _Lane:
-    """One sandbox worker reused for consecutive episodes of the same environment.
-
-    A worker is handed out again only after an episode that ended normally (its closing
-    ``sync`` passed); any exception closes it, so the next episode starts a fresh one.
-    """
-
-    def __init__(self, limits: SandboxLimits | None, max_episodes: int):
-        self.limits, self.max_episodes = limits, max(1, max_episodes)
-        self.sandbox: SandboxedEnv | None = None
-        self.env_id: str | None = None
-        self.uses = 0
-        self.started = 0
-
-    @contextlib.asynccontextmanager
-    async def lease(self, env: EnvironmentSpec) -> AsyncIterator[SandboxedEnv]:
-        if self.sandbox is not None and (self.env_id != env.env_id or self.uses >= self.max_episodes):
-            await self.close()
-        if self.sandbox is None:
-            sandbox = SandboxedEnv(env.source, env.class_name, env.max_turns, self.limits)
-            self.started += 1
-            await sandbox.start()  # closes itself and raises SandboxError on failure
-            self.sandbox, self.env_id, self.uses = sandbox, env.env_id, 0
-        self.uses += 1
-        try:
-            yield self.sandbox
-        except BaseException:
-            await self.close()
-            raise
-
-    async def close(self) -> None:
-        sandbox, self.sandbox, self.env_id = self.sandbox, None, None
-        if sandbox is not None:
-            await sandbox.close()
-
-
-async def _play_in_lanes(gateway: ChatGateway, solver, jobs, limits, concurrency, on_progress, budget_s,
-                         episodes_per_worker) -> list[EpisodeRecord]:
-    """``concurrency`` lanes; a lane stays on its environment while it has episodes left, then moves
-    to the environment with the most episodes left per lane already on it."""
-    queues: dict[str, deque[int]] = {}
-    for i, (env, _, _) in enumerate(jobs):
-        queues.setdefault(env.env_id, deque()).append(i)
-    lanes_on: dict[str, int] = {env_id: 0 for env_id in queues}
-    results: list[EpisodeRecord | None] = [None] * len(jobs)
-    done = 0
-
-    def next_job(current: str | None) -> int | None:
-        if current is not None and queues[current]:
-            return queues[current].popleft()
-        if current is not None:
-            lanes_on[current] -= 1
-        left = [env_id for env_id, q in queues.items() if q]
-        if not left:
-            return None
-        env_id = max(left, key=lambda e: len(queues[e]) / (lanes_on[e] + 1))
-        lanes_on[env_id] += 1
-        return queues[env_id].popleft()
-
-    async def lane_loop() -> None:
-        nonlocal done
-        lane, current = _Lane(limits, episodes_per_worker), None
-        try:
-            while (i := next_job(current)) is not None:
-                env, seed, cond = jobs[i]
-                current = env.env_id
-                results[i] = await play_episode(gateway, solver, env, seed, cond, limits, budget_s, lease=lane.lease)
-                done += 1
-                if on_progress is not None:
-                    on_progress(done, len(jobs))
-        finally:
-            await lane.close()
-
-    await gather_or_cancel(lane_loop() for _ in range(min(max(1, concurrency), len(jobs))))
-    return results  # type: ignore[return-value]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from envduels_dagster.core.play.adaptive import AdaptivePolicy, play_pair_adaptive
-from envduels_dagster.core.play.episode import play_pair
+from envduels_dagster.core.play.episode import Slot, play_pair
 
 
 class AllCallsFailed(Exception):
@@ -28,7 +28,6 @@ class AllCallsFailed(Exception):
 class PairOptions:
     concurrency: int = 8
     budget_s: float | None = None
-    reuse_sandboxes: bool = False
     adaptive: AdaptivePolicy | None = None  # None: every benchmark seed of every valid environment
 
 
@@ -61,17 +60,18 @@ def require_model_reached(records: list, author: str, solver: str) -> None:
 
 
 async def play_pair_with(gateway, author: str, solver: str, envs: list, limits, options: PairOptions,
-                         on_progress: Callable[[int, int], None] | None = None) -> PairPlay:
-    """Play the pair with fixed or adaptive seeds as ``options`` say; raise AllCallsFailed if nothing reached it."""
+                         on_progress: Callable[[int, int], None] | None = None, slot: Slot | None = None) -> PairPlay:
+    """Play the pair with fixed or adaptive seeds as ``options`` say; raise AllCallsFailed if nothing reached it.
+
+    ``slot``: each episode also plays inside ``slot()`` (a provider slot shared with other pairs, ``Slots.one``)."""
     if options.adaptive is not None:
         records, decisions = await play_pair_adaptive(
-            gateway, solver, envs, options.adaptive, limits, options.concurrency, options.budget_s,
-            reuse_sandboxes=options.reuse_sandboxes)
+            gateway, solver, envs, options.adaptive, limits, options.concurrency, options.budget_s, slot=slot)
         result = PairPlay(records, {"adaptive_seeds_played": sum(len(d.seeds_played) for d in decisions),
                                     "adaptive_seeds_fixed": sum(len(e.benchmark_seeds) for e in envs if e.valid)})
     else:
         result = PairPlay(await play_pair(gateway, solver, envs, limits, options.concurrency, on_progress,
-                                          options.budget_s, reuse_sandboxes=options.reuse_sandboxes))
+                                          options.budget_s, slot=slot))
     require_model_reached(result.records, author, solver)
     return result
 
@@ -95,11 +95,12 @@ def in_flight_limit(entry) -> int:
 def provider_slots(registry, solvers: Iterable[str]) -> dict[str, int]:
     """Episode slots per solver provider for the pairs a run plays at once (issue 35): its pool's limit.
 
-    A pair playing ``w`` episodes at once (:func:`pair_width`) holds ``w`` of its solver provider's slots,
+    Every episode in play holds one of its solver provider's slots (``Slots.one``), only while it plays,
     so the pairs in play together keep about as many calls in flight as the provider's pool allows
     (:func:`in_flight_limit`; the gateway's pool, one per provider, caps the calls themselves) and no
-    more sandbox workers than that. One provider at the defaults (8 slots, 8 episodes a pair): one
-    large pair at a time, as before.
+    more sandbox workers than that; a pair also plays at most ``episode_concurrency`` episodes at once.
+    (Before, a pair held as many slots as it played episodes at once until its last episode ended: a pair
+    of 4 episodes kept 4 slots while its longest episode played on alone, and about half stood idle.)
     """
     slots: dict[str, int] = {}
     for name in set(solvers):
@@ -108,31 +109,27 @@ def provider_slots(registry, solvers: Iterable[str]) -> dict[str, int]:
     return slots
 
 
-def pair_width(envs: list, episode_concurrency: int) -> int:
-    """Episodes a pair plays at once: its episode concurrency, or fewer when the pair has fewer episodes."""
-    episodes = sum(2 * len(e.benchmark_seeds) for e in envs if e.valid)
-    return max(1, min(episode_concurrency, episodes))
-
-
 class Slots:
-    """A pool of ``total`` slots that a pair takes ``n`` of at once (an asyncio weighted semaphore)."""
+    """A provider's ``total`` episode slots, shared by the pairs a run plays at once; an episode holds one
+    while it plays (:meth:`one`). First come, first served, and a release wakes one waiter: with thousands of
+    episodes waiting (8 a pair), waking them all on every release would cost their square."""
 
     def __init__(self, total: int):
         self.total = self.free = max(1, total)
-        self._cond = asyncio.Condition()
+        self._sem = asyncio.Semaphore(self.total)
 
     @contextlib.asynccontextmanager
-    async def hold(self, n: int):
-        n = max(1, min(n, self.total))
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.free >= n)
-            self.free -= n
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self.free += n
-                self._cond.notify_all()
+    async def _held(self):
+        async with self._sem:
+            self.free -= 1
+            try:
+                yield
+            finally:
+                self.free += 1
+
+    def one(self) -> contextlib.AbstractAsyncContextManager:
+        """One slot: what each episode of a pair holds while it plays (``play_pair``'s ``slot``)."""
+        return self._held()
 
 
 def cut_replies(df: pd.DataFrame, solver: str) -> dict[str, int | str]:

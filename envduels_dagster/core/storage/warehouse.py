@@ -15,6 +15,7 @@ difference in the table definitions.
 from __future__ import annotations
 
 import json
+import weakref
 
 import pandas as pd
 
@@ -91,20 +92,48 @@ class WarehouseMigrationError(RuntimeError):
 VIEWS = {"authored_environments": "environments", "duel_episodes": "episodes"}
 
 
+# Connections whose warehouse schema is known to be current (checked on them, or by the same run on
+# another connection: resources/paths.WarehouseResource), so ensure_schema costs nothing on them again.
+# The schema only ever grows, and only through ensure_schema. Weak: a closed, dropped connection leaves.
+_CHECKED: weakref.WeakSet = weakref.WeakSet()
+
+
 def ensure_schema(conn) -> None:
-    """Create missing tables, and add columns that newer versions introduced (no data is dropped)."""
+    """Create missing tables, and add columns that newer versions introduced (no data is dropped).
+
+    Once per connection (issue 35: the check's catalog queries took most of a small read's time):
+    a connection it already passed on, or one :func:`mark_schema_checked` vouches for, is not checked again."""
+    if is_schema_checked(conn):
+        return
     retry_conflicts(lambda: _ensure_schema(conn))
+    mark_schema_checked(conn)
+
+
+def mark_schema_checked(conn) -> None:
+    """Record that ``conn``'s warehouse schema is current (this run checked it on another connection)."""
+    try:
+        _CHECKED.add(conn)
+    except TypeError:  # a connection type without weak references: checked every time, as before
+        pass
+
+
+def is_schema_checked(conn) -> bool:
+    try:
+        return conn in _CHECKED
+    except TypeError:
+        return False
 
 
 def _ensure_schema(conn) -> None:
-    existing = {(t, c) for t, c in conn.execute(
-        "SELECT table_name, column_name FROM information_schema.columns "
-        "WHERE table_schema = 'main' AND table_catalog = current_database()").fetchall()}
+    current = conn.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_catalog = current_database()").fetchall()
+    existing = {(t, c) for t, c, _ in current}
     tables = {t for t, _ in existing}
     views = {v for (v,) in conn.execute(
         "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal").fetchall()}
     if all(t in tables for t in SCHEMA) and all(v in views for v in VIEWS) and not _missing_columns(existing):
-        _widen_columns(conn)
+        _widen_columns(conn, current)
         return  # nothing to create: no DDL, so concurrent writers do not conflict on the catalog
     ducklake = catalog_kind(conn) == "ducklake"
     _widen_columns(conn)
@@ -127,13 +156,15 @@ def _missing_columns(existing: set[tuple[str, str]]) -> bool:
     return any((table, column.split()[0]) not in existing for table in SCHEMA for column in _columns(table))
 
 
-def _widen_columns(conn) -> None:
+def _widen_columns(conn, current: list | None = None) -> None:
     """Change old column types to the contract's where that only widens them (INTEGER seeds -> UBIGINT).
 
+    ``current``: the (table, column, type) rows of information_schema.columns when the caller has them.
     All in one transaction: a failure (a negative seed cannot become unsigned) leaves every column
     as it was and names the table, the column and the rows to fix."""
-    current = conn.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
-                           "WHERE table_schema = 'main' AND table_catalog = current_database()").fetchall()
+    if current is None:
+        current = conn.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                               "WHERE table_schema = 'main' AND table_catalog = current_database()").fetchall()
     todo = []
     for table, name, dtype in current:
         if table not in SCHEMA:

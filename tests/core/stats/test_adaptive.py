@@ -4,6 +4,7 @@ contradicts the data it played, and is off by default."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 from dataclasses import dataclass, replace
 
@@ -154,9 +155,6 @@ def test_play_pair_adaptive_plays_real_environments_paired_and_in_order(sim_regi
         return envs, await play_pair_adaptive(gateway, "oracle", envs, policy, concurrency=4)
 
     envs, (records, decisions) = asyncio.run(go())
-    reused, _ = asyncio.run(play_pair_adaptive(gateway, "oracle", envs, policy, concurrency=4, reuse_sandboxes=True))
-    assert [r.model_dump(exclude={"latency_s"}) for r in reused] == [r.model_dump(exclude={"latency_s"})
-                                                                    for r in records]
     valid = [e for e in envs if e.valid]
     assert valid and len(decisions) == len(valid)
     for env, decision in zip(valid, decisions):
@@ -219,25 +217,26 @@ def _envs_and_gateway(sim_registry, names=("journeyman", "apprentice")):
     return gateway, envs
 
 
-def test_reused_sandbox_workers_play_the_same_episodes_with_fewer_starts(sim_registry, monkeypatch):
-    from envduels_dagster.core import sandbox as sandbox_module
+def test_sandbox_reuse_is_gone_and_a_run_config_that_asks_for_it_is_refused_by_name():
+    """Sandbox reuse was removed (docs/DECISIONS.md, "Sandbox reuse removed"): every episode gets its own worker,
+    and a run config still setting ``reuse_sandboxes`` is refused before anything runs, naming the field."""
+    import dagster as dg
+
     from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.resources import DuelSettings
 
-    gateway, envs = _envs_and_gateway(sim_registry)
-    starts = [0]
-    original = sandbox_module.SandboxedEnv.start
+    assert "reuse_sandboxes" not in DuelSettings.model_fields
+    assert "reuse_sandboxes" not in inspect.signature(play_pair).parameters
+    ran = []
 
-    async def counting(self):
-        starts[0] += 1
-        return await original(self)
+    @dg.asset(required_resource_keys={"settings"})
+    def probe(context) -> None:
+        ran.append(context.resources.settings.episode_concurrency)
 
-    monkeypatch.setattr(sandbox_module.SandboxedEnv, "start", counting)
-    fresh = asyncio.run(play_pair(gateway, "apprentice", envs, concurrency=3))
-    fresh_starts, starts[0] = starts[0], 0
-    reused = asyncio.run(play_pair(gateway, "apprentice", envs, concurrency=3, reuse_sandboxes=True,
-                                   episodes_per_worker=4))
-    assert [r.model_dump(include=set(PLAYED)) for r in reused] == [r.model_dump(include=set(PLAYED)) for r in fresh]
-    assert fresh_starts == len(fresh) and 0 < starts[0] < fresh_starts
+    with pytest.raises(dg.DagsterInvalidConfigError, match="reuse_sandboxes"):
+        dg.materialize([probe], resources={"settings": DuelSettings()},
+                       run_config={"resources": {"settings": {"config": {"reuse_sandboxes": True}}}})
+    assert ran == []
 
 
 @pytest.mark.slow
