@@ -29,16 +29,27 @@ def find_class(source: str, path: Path) -> str:
 
 
 def load_specs(args: argparse.Namespace):
-    from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seeds_problem
+    from envduels_dagster.core.protocol import (
+        DEFAULT_SEEDS,
+        MAX_HINT_BYTES,
+        MAX_SOURCE_BYTES,
+        EnvironmentSpec,
+        seeds_problem,
+        size_problem,
+    )
     from envduels_dagster.core.training.format import load_export
 
     if args.seed and (problem := seeds_problem(args.seed)) is not None:
         raise UsageError(f"--seed: {problem}")
+    if args.hint and (problem := size_problem("--hint", len(args.hint.encode()), MAX_HINT_BYTES)) is not None:
+        raise UsageError(problem)
     path = Path(args.path)
     if path.is_dir():
         return load_export(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such file or directory; give an environment .py file or an export directory")
+    if (problem := size_problem(f"{path}", path.stat().st_size, MAX_SOURCE_BYTES)) is not None:
+        raise UsageError(f"{problem} for an environment source")  # checked before reading it
     try:
         source = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:

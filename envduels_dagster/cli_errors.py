@@ -81,4 +81,6 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
 
 def _is_duckdb_lock(exc: BaseException) -> bool:
     # duckdb raises its errors from the compiled module: ``_duckdb.IOException`` (issue 33: never recognised)
-    return type(exc).__module__.lstrip("_").startswith("duckdb") and "lock" in str(exc).lower()
+    from envduels_dagster.core.storage.location import is_lock_error
+
+    return is_lock_error(exc)

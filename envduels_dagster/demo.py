@@ -19,6 +19,9 @@ from typing import Any
 from envduels_dagster.project_files import project_file
 
 REPO_ROOT = project_file(".")  # the checkout, or the project files an installed wheel carries
+# How long the demo's summary waits for a warehouse another process is writing (a second demo's pair runs or
+# its dbt build, which holds the file for the whole build: 83 s measured at load 15 on 2 cores).
+SUMMARY_WAIT_S = 600.0
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -133,6 +136,8 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
                 tags={**tags, **(extra_tags or {}), **worker_tags()}, asset_selection=[k for a in assets for k in a.keys])
         if not result.success:
             print(chatter.getvalue()[-5000:], file=sys.stderr)
+            if _interrupted(result):  # Ctrl-C or SIGTERM inside a step: exit 130, not "demo failed" (issue 33)
+                raise KeyboardInterrupt
             raise RuntimeError(f"run for {label} failed; see run {result.run_id} (job {job}, tag "
                                f"{REQUEST_TAG}={request}) in the Dagster UI")
         return result, time.perf_counter() - t0
@@ -189,14 +194,36 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     return {**counts, "request": request}
 
 
-def leaderboard(database: str, round_: int = 0) -> str:
-    """The demo's summary of one round (default 0, the benchmark: original authoring; rounds never pool).
+def _interrupted(result) -> bool:
+    """Whether a failed in-process run failed because it was interrupted (Dagster maps SIGTERM to SIGINT and
+    raises ``DagsterExecutionInterruptedError`` in the step; the run itself just fails)."""
+    for event in result.all_events:
+        error = getattr(event.event_specific_data, "error", None)
+        while error is not None:  # the interruption may be the cause or context of the step's error
+            if error.cls_name in ("DagsterExecutionInterruptedError", "KeyboardInterrupt"):
+                return True
+            error = error.cause or error.context
+    return False
 
-    ``database`` is the warehouse location: a DuckDB file, or the shared profile's DuckLake."""
+
+def _read(database: str, wait_s: float):
+    """A read-only connection to ``database`` that waits up to ``wait_s`` for another process's write lock."""
     from envduels_dagster.core.storage.location import Warehouse, is_ducklake
     from envduels_dagster.settings import lake_data_path
 
-    with Warehouse(database, lake_data_path() if is_ducklake(database) else "").connect(read_only=True) as conn:
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    return Warehouse(database, lake_data_path() if is_ducklake(database) else "").connect(
+        read_only=True, wait_s=wait_s, on_wait=say)
+
+
+def leaderboard(database: str, round_: int = 0, wait_s: float = 0.0) -> str:
+    """The demo's summary of one round (default 0, the benchmark: original authoring; rounds never pool).
+
+    ``database`` is the warehouse location: a DuckDB file, or the shared profile's DuckLake; ``wait_s``: how
+    long to wait for another process that holds the file (``Warehouse.connect``)."""
+    with _read(database, wait_s) as conn:
         solvers = conn.execute("""
             SELECT solver, round(avg(CASE WHEN condition = 'cold' THEN (status = 'success')::INT END), 2) AS cold,
                    round(avg(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END), 2) AS hinted
@@ -219,13 +246,11 @@ def leaderboard(database: str, round_: int = 0) -> str:
     return "\n".join(lines)
 
 
-def author_value_answer(database: str) -> str:
+def author_value_answer(database: str, wait_s: float = 0.0) -> str:
     """The practitioner's question first: for each learner, which author to pay (table ``author_value``)."""
-    from envduels_dagster.core.storage.location import Warehouse, is_ducklake
     from envduels_dagster.core.value.chart import value_summary
-    from envduels_dagster.settings import lake_data_path
 
-    with Warehouse(database, lake_data_path() if is_ducklake(database) else "").connect(read_only=True) as conn:
+    with _read(database, wait_s) as conn:
         tables = {t for (t,) in conn.execute("SHOW TABLES").fetchall()}
         if "author_value" not in tables:
             return "Which author to pay: author_value was not materialized"
@@ -243,7 +268,7 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> in
 
     from envduels_dagster.definitions import build_resources
     from envduels_dagster.resources.duel_settings import settings_from_env
-    from envduels_dagster.settings import envduels_home, storage_profile, warehouse, warehouse_location
+    from envduels_dagster.settings import envduels_home
 
     sizes: dict[str, object] = {}
     if envs_per_author is not None:
@@ -263,9 +288,19 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> in
         counts = materialize_all(instance, resources, log=lambda m: print(m, flush=True))
     print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models ({counts['authors']} "
           f"authors, {counts['solvers']} solvers), {counts['pairs']} pairs.\n")
-    print(author_value_answer(warehouse_location()) + "\n")
-    print(leaderboard(warehouse_location()))
-    with warehouse().connect(read_only=True) as conn:
+    print_summary(counts)
+    return 0
+
+
+def print_summary(counts: dict, wait_s: float = SUMMARY_WAIT_S) -> None:
+    """What the demo prints after its runs: read from the warehouse, which a second demo (or a dbt build) may
+    be writing: each read waits up to ``wait_s`` for its lock (issue 33: the second of two concurrent demos
+    exited 1 here after all its runs had succeeded), then fails with the CLI's lock message."""
+    from envduels_dagster.settings import envduels_home, storage_profile, warehouse_location
+
+    print(author_value_answer(warehouse_location(), wait_s) + "\n")
+    print(leaderboard(warehouse_location(), wait_s=wait_s))
+    with _read(warehouse_location(), wait_s) as conn:
         tables = [t for (t,) in conn.execute("SHOW TABLES").fetchall()]
     shared = storage_profile() == "shared"  # print no password: the DuckLake location holds the Postgres URL
     print(f"\nWarehouse ({'DuckLake' if shared else 'DuckDB'}): {warehouse_location().split('@')[-1]}")
@@ -279,7 +314,6 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> in
     if report.is_file():
         print(f"\nThe experiment report (which author to pay, leaderboard, lift heatmap, ranks, training sets, "
               f"episodes):\n  {report.as_uri()}   (envduels report prints it again)")
-    return 0
 
 
 def open_ui(host: str, port: int) -> int:

@@ -10,13 +10,21 @@ machine:
 
 * runs executed in a CLI process carry the tags :data:`HOST_TAG` / :data:`PID_TAG` (``worker_tags()``,
   set by the demo and the import when they create the run);
-* runs launched by the daemon record their worker's pid in Dagster's own "Started process for run
-  (pid: N)" event, on a code server this machine started (a ``python_module`` / ``python_file``
-  location of the workspace).
+* runs launched by the daemon or a webserver record their worker's pid in Dagster's own "Started process
+  for run (pid: N)" event, on a code server the launching process started (a ``python_module`` /
+  ``python_file`` location of the workspace); :meth:`WorkerCheckingRunLauncher.launch_run` tags the run
+  with the launching machine (:data:`HOST_TAG`), and the pid is only checked on that machine.
+
+A pid is a number on one machine only: with the shared profile (one Postgres instance), a run launched from
+a webserver on machine B and monitored by the daemon on machine A would otherwise have its pid looked up on A
+and be failed while it runs (issue 33). A run whose recorded host is another machine, or that has no host
+recorded (launched before this tag existed), is never declared dead by pid.
 
 The worker is dead when no such process exists, it is a zombie, or the process with that pid started
 after the run did (the pid was reused). A worker that cannot be checked (another machine, no pid
-recorded yet) counts as running: only ``run_monitoring.max_runtime_seconds`` would end it.
+recorded yet) counts as running: Dagster's run monitoring still fails it if it never leaves STARTING
+(``start_timeout_seconds``) or CANCELING, and ``run_monitoring.max_runtime_seconds`` (not set) would end a
+STARTED one; a Kubernetes launcher checks its pods itself (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -81,6 +89,11 @@ class WorkerCheckingRunLauncher(DefaultRunLauncher):
     def supports_check_run_worker_health(self) -> bool:
         return True
 
+    def launch_run(self, context) -> None:
+        # The worker runs on a code server this process started, so on this machine: record which one.
+        self._instance.add_run_tags(context.dagster_run.run_id, {HOST_TAG: socket.gethostname()})
+        super().launch_run(context)
+
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         pid = self._local_pid(run)
         if pid is None:
@@ -90,16 +103,19 @@ class WorkerCheckingRunLauncher(DefaultRunLauncher):
         return worker_status(pid, started if started is not None else time.time())
 
     def _local_pid(self, run: DagsterRun) -> int | None:
+        """The worker's pid when the worker runs on this machine; None when it cannot be checked from here."""
+        if run.tags.get(HOST_TAG) != socket.gethostname():  # another machine's pid, or no machine recorded
+            return None
         if PID_TAG in run.tags:
-            same_host = run.tags.get(HOST_TAG) == socket.gethostname()
-            return int(run.tags[PID_TAG]) if same_host and run.tags[PID_TAG].isdigit() else None
+            return int(run.tags[PID_TAG]) if run.tags[PID_TAG].isdigit() else None
         if not self._local_code_server(run):
             return None
         from dagster._core.events import DagsterEventType
 
         records = self._instance.get_records_for_run(run.run_id, of_type=DagsterEventType.ENGINE_EVENT).records
         for rec in reversed(records):
-            text = (rec.event_log_entry.user_message or "")
+            entry = rec.event_log_entry
+            text = entry.user_message or (entry.dagster_event.message if entry.dagster_event else None) or ""
             if text.startswith("Started process for run (pid: "):
                 digits = text.split("pid: ", 1)[1].split(")", 1)[0]
                 return int(digits) if digits.isdigit() else None

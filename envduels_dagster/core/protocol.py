@@ -57,6 +57,19 @@ def seeds_problem(seeds: list[int]) -> str | None:
     return None
 
 
+# Sizes at the entrances (a source file or export given to validate or import): a 60 MB source validated, a
+# 4 GiB one was read whole, a 20 MB hint was imported (issue 33). An authored source is a few KB and a hint a
+# few lines; the limits leave a wide margin and are checked on the file's size before it is read.
+MAX_SOURCE_BYTES = 1024 * 1024
+MAX_HINT_BYTES = 64 * 1024
+MAX_JSON_FILE_BYTES = 1024 * 1024  # an export's metadata/privileged files (1000 seeds fit in 25 KB)
+
+
+def size_problem(what: str, size: int, limit: int) -> str | None:
+    """Why ``size`` bytes of ``what`` are too many (None when they are not)."""
+    return f"{what} is {size:,} bytes: at most {limit:,} are allowed" if size > limit else None
+
+
 SOLVER_SYSTEM_PROMPT = (
     "You are playing an interactive language game. Each turn you receive an observation "
     "and reply with exactly one action. Put your action inside \\boxed{...}; only the final "

@@ -17,6 +17,9 @@ class GatewayResource(dg.ConfigurableResource):
     cache_path: str  # a SQLite file, or a postgresql:// URL (the shared profile's cache)
     max_attempts: int = 5
     timeout_s: float = 60.0
+    # Timed-out attempts per call before it gives up; a call waits on the provider at most this x timeout_s
+    # (RetryPolicy; issue 33: a hanging provider cost max_attempts x timeout_s).
+    max_timeouts: int = 2
     simulated_latency_ms: float = 0.0  # pretend simulated models are remote (demos of concurrency, resume tests)
 
     def registry(self) -> Registry:
@@ -30,7 +33,8 @@ class GatewayResource(dg.ConfigurableResource):
             ledger = self.ledger(registry)
         except BudgetError as exc:  # before any call: the step fails saying why, nothing is written
             raise dg.Failure(f"budget: {exc}; no model was called and nothing was written") from None
-        policy = RetryPolicy(max_attempts=self.max_attempts, timeout_s=self.timeout_s)
+        policy = RetryPolicy(max_attempts=self.max_attempts, timeout_s=self.timeout_s, max_timeouts=self.max_timeouts,
+                             deadline_factor=float(self.max_timeouts))
         return Gateway(registry, open_call_cache(self.cache_path), policy,
                        sim_latency_s=self.simulated_latency_ms / 1000, ledger=ledger,
                        limiter=open_limiter(self.cache_path))  # provider limits beside the cache: every run

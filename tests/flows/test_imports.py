@@ -273,3 +273,46 @@ def test_imported_authors_stay_apart_through_pairs_and_author_value(tmp_path, en
         meta = conn.execute("SELECT author, author_meta FROM environments ORDER BY author").fetchall()
     assert rows == [("novice", "import:paper.alice", 1), ("novice", "import:paper.bob", 1)]
     assert [json.loads(m)["imported_author"] for _, m in meta] == ["alice", "bob"]
+
+
+# Issue 33, item 8: a 60 MB source validated, a 4 GiB one was read whole, a 20 MB hint was imported. The sizes
+# are checked before a file is read (the 4 GiB file here is sparse: reading it would take minutes).
+def test_oversized_sources_and_hints_are_refused_before_reading_and_nothing_is_written(tmp_path, envduels_home,
+                                                                                         monkeypatch):
+    import time
+
+    monkeypatch.setenv("DAGSTER_HOME", str(envduels_home / "dagster"))
+    big = tmp_path / "big.py"
+    with open(big, "wb") as fh:
+        fh.truncate(4 * 1024 ** 3)
+    t0 = time.monotonic()
+    code, out, err = run_cli("validate", str(big))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"envduels: error: {big} is 4,294,967,296 bytes: at most 1,048,576 are allowed for "
+                                "an environment source"]
+    small = tmp_path / "echo.py"
+    small.write_text(SOURCE)
+    code, out, err = run_cli("validate", str(small), "--hint", "h" * (64 * 1024 + 1))
+    assert code == 2 and err.splitlines() == ["envduels: error: --hint is 65,537 bytes: at most 65,536 are allowed"]
+
+    root = write_export_dir(tmp_path / "export", [0, 1])
+    with open(root / "e" / "env.py", "wb") as fh:
+        fh.truncate(4 * 1024 ** 3)
+    problem = "environment 'echo': source 'e/env.py' is 4,294,967,296 bytes: at most 1,048,576 are allowed"
+    code, out, err = run_cli("import", str(root))
+    assert code == 2 and err.splitlines() == [f"envduels: error: {root}: bad export: {problem}; fix the export and "
+                                              "run again"]
+    code, out, err = run_cli("validate", str(root))
+    assert code == 1 and out.splitlines() == [f"{root}: REJECTED: {problem}"]
+
+    hinted = write_export_dir(tmp_path / "hinted", [0, 1])
+    (hinted / "e" / "priv.json").write_text(json.dumps({"environment_id": "echo", "hints": {"hint": "h" * 70_000}}))
+    code, out, err = run_cli("import", str(hinted))
+    assert code == 2 and err.splitlines() == [
+        f"envduels: error: {hinted}: bad export: environment 'echo': e/priv.json: the hint is 70,000 bytes: at "
+        "most 65,536 are allowed; fix the export and run again"]
+    (hinted / "e" / "priv.json").write_text(" " * (1024 * 1024 + 1))
+    code, out, err = run_cli("import", str(hinted))
+    assert code == 2 and "privileged file 'priv.json' is 1,048,577 bytes: at most 1,048,576 are allowed" in err
+    assert time.monotonic() - t0 < 10
+    assert not envduels_home.exists() or not any(envduels_home.iterdir())  # no warehouse, instance or staged copy

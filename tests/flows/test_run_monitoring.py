@@ -101,6 +101,10 @@ def test_killed_runs_are_failed_by_the_daemon_and_the_queue_starts_the_next_run(
                   f"the queued run to start and succeed (daemon log {tmp_path / 'daemon.log'})")
             print(f"killed runs failed {failed_after:.0f} s after the daemon started; queued run done "
                   f"{time.monotonic() - t0:.0f} s after")
+            import socket
+
+            # the daemon launched it on a code server of this machine, and recorded which machine (run_launcher)
+            assert instance.get_run_by_id(queued).tags.get(HOST_TAG) == socket.gethostname()
             for run_id in held_ids:
                 messages = [e.user_message + (e.dagster_event.message or "" if e.dagster_event else "")
                             for e in instance.all_logs(run_id)]
@@ -134,3 +138,56 @@ def test_worker_status_tells_a_live_worker_from_a_dead_one_a_zombie_and_a_reused
         proc.wait()
     gone = worker_status(proc.pid, time.time())
     assert gone.status.value == "FAILED" and f"pid {proc.pid}" in (gone.msg or "")
+
+
+def _managed_origin():
+    """The origin of a run launched on a code server the launching process started (a workspace python_file)."""
+    from dagster._core.remote_origin import (
+        ManagedGrpcPythonEnvCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    location = ManagedGrpcPythonEnvCodeLocationOrigin(
+        loadable_target_origin=LoadableTargetOrigin(python_file=str(FIXTURE / "location.py")), location_name="loc")
+    return RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), "hold_job")
+
+
+def test_a_run_on_another_machine_is_never_declared_dead_by_pid():
+    """Issue 33: with one shared instance, a run launched on machine B (a webserver's code server there) had
+    its pid looked up by the daemon on machine A, and was failed while it ran. The pid is checked only on the
+    machine recorded in the run's HOST_TAG (the demo's and the import's worker_tags, the launcher's launch_run);
+    a run of another machine, or with no machine recorded, counts as running (Dagster's run monitoring still
+    fails one stuck in STARTING or CANCELING)."""
+    import socket
+
+    import dagster as dg
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from envduels_dagster.run_launcher import WorkerCheckingRunLauncher
+
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()  # a pid no process has any more
+    here = socket.gethostname()
+    with dg.DagsterInstance.ephemeral() as instance:
+        launcher = WorkerCheckingRunLauncher()
+        launcher.register_instance(instance)
+
+        def health(tags, launched=False):
+            run = instance.add_run(DagsterRun(job_name="hold_job", tags=tags,
+                                              remote_job_origin=_managed_origin() if launched else None))
+            if launched:  # what Dagster's DefaultRunLauncher records once the worker started
+                instance.report_engine_event(f"Started process for run (pid: {done.pid}).", run)
+            result = launcher.check_run_worker_health(run)
+            return result.status.value, result.msg or ""
+
+        # in-process runs (demo, import): their own pid tag
+        assert health({HOST_TAG: "machine-b", PID_TAG: str(done.pid)}) == (
+            "RUNNING", "worker not checkable from this machine")
+        assert health({HOST_TAG: here, PID_TAG: str(done.pid)})[0] == "FAILED"
+        # launched runs: the pid in Dagster's event, checked only on the machine that launched them
+        assert health({HOST_TAG: "machine-b"}, launched=True) == ("RUNNING", "worker not checkable from this machine")
+        assert health({}, launched=True)[0] == "RUNNING"  # launched before the host was recorded: unknown
+        status, msg = health({HOST_TAG: here}, launched=True)
+        assert status == "FAILED" and f"the run's process (pid {done.pid}) is gone" in msg

@@ -8,7 +8,7 @@ in-process dbt adapter, which dagster-dbt builds only to fetch column metadata (
 none) and which would need dbt-core here. The dbt subprocess
 writes the same DuckDB file as the ``warehouse`` resource: the asset passes its path in
 ``ENVDUELS_WAREHOUSE`` (read by the dbt plugin ``envduels_dagster/dbt_warehouse.py``) through the invocation's own
-environment. dbt holds the file's write lock for the whole build, so do not run it
+environment, with this process's pid so that dbt dies with it (``dbt_cli.die_with_parent``). dbt holds the file's write lock for the whole build, so do not run it
 concurrently with other writers.
 
 Standard table metadata: dagster-dbt's ``fetch_row_counts()`` / ``fetch_column_metadata()`` query
@@ -27,7 +27,7 @@ from pathlib import Path
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.marts.dbt_cli import offline_dbt_executable
+from envduels_dagster.assets.marts.dbt_cli import PARENT_VAR, offline_dbt_executable
 from envduels_dagster.assets.marts.project import import_dagster_dbt, marts_project
 from envduels_dagster.assets.shared import OWNERS, table_metadata
 from envduels_dagster.resources.paths import lake_data_path, warehouse_file
@@ -105,7 +105,7 @@ def build_dbt_marts() -> dg.AssetsDefinition:
         # dbt's artifacts (run_results, compiled SQL, logs) go to a scratch directory removed after the run;
         # the results themselves are in the Dagster event log.
         with tempfile.TemporaryDirectory(prefix="envduels-dbt-") as target:
-            with _environment(**env, DBT_SEND_ANONYMOUS_USAGE_STATS="false"):
+            with _environment(**env, DBT_SEND_ANONYMOUS_USAGE_STATS="false", **{PARENT_VAR: str(os.getpid())}):
                 invocation = dbt.cli(["build"], context=context, target_path=Path(target))  # env read at launch
             yield from with_table_metadata(context, invocation.stream(), warehouse)
 

@@ -11,6 +11,7 @@ model is the backend registry's business (``providers.py``); the gateway never n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import time
@@ -196,23 +197,28 @@ class Gateway:
         max_attempts = policy.max_attempts if traits.retries else 1
         estimate = prompt_token_estimate(call.messages)
         errors: list[str] = []
+        budget = policy.deadline_factor * call.timeout_s  # time waiting on the provider, all attempts together
         for attempt in range(1, max_attempts + 1):
             reserved = await self._admit(entry, estimate)
             if traits.imitates_latency and self.sim_latency_s:
                 await asyncio.sleep(self.sim_latency_s)
             t0 = time.perf_counter()
+            this = call if budget >= call.timeout_s else dataclasses.replace(call, timeout_s=budget)
             try:
-                done = await backend.complete(entry, call)
+                done = await backend.complete(entry, this)
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not traits.retries and not isinstance(exc, BackendError):
                     raise  # an in-process model's bug is a bug, not a provider failure
+                budget -= min(time.perf_counter() - t0, this.timeout_s)  # a late wake-up is our loop's, not theirs
                 error_class, retry_after = classify_exception(exc)
                 self.stats.errors[error_class] += 1
                 errors.append(error_class)
-                if error_class not in RETRYABLE or attempt == max_attempts:
+                out_of_time = _out_of_time(policy, call.timeout_s, budget, errors)
+                if error_class not in RETRYABLE or attempt == max_attempts or out_of_time:
                     if error_class == "rate_limit":
                         self._hold(entry, min(retry_after or policy.base_delay_s, policy.max_delay_s))
-                    raise LLMError(error_class, safe_message(exc, call.api_key), attempt, errors[:-1]) from None
+                    raise LLMError(error_class, safe_message(exc, call.api_key) + out_of_time, attempt,
+                                   errors[:-1]) from None
                 delay = min(policy.max_delay_s, policy.base_delay_s * 2 ** (attempt - 1))
                 delay *= 1 + random.uniform(-policy.jitter, policy.jitter)
                 if retry_after is not None:
@@ -227,6 +233,21 @@ class Gateway:
                     self.limiter.settle(entry.provider, entry.tokens_per_minute, used - estimate)
             return self._response(entry, done, time.perf_counter() - t0, attempt, errors)
         raise AssertionError("unreachable")
+
+
+def _out_of_time(policy: RetryPolicy, timeout_s: float, budget: float, errors: list[str]) -> str:
+    """Why no further attempt is made within the call's deadline (RetryPolicy), or "" when one may be."""
+    timeouts = errors.count("timeout")
+    if errors[-1] == "timeout" and timeouts >= policy.max_timeouts:
+        return (f"; gave up after {timeouts} timed-out attempts (timeout_s {timeout_s:g}, at most "
+                f"{policy.max_timeouts} per call)")
+    if budget < MIN_ATTEMPT_FRACTION * timeout_s:
+        return (f"; gave up: the call's deadline ({policy.deadline_factor:g} x timeout_s = "
+                f"{policy.deadline_factor * timeout_s:g} s waiting on the provider) is spent")
+    return ""
+
+
+MIN_ATTEMPT_FRACTION = 0.05  # an attempt with less than this share of timeout_s left is not started
 
 
 LATE_RESERVATIONS = 3  # a call woken late gives its slot up at most this often, then goes

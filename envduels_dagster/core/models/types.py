@@ -51,11 +51,18 @@ class BackendError(Exception):
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """How one call is retried. A call spends at most ``deadline_factor x timeout_s`` waiting on the provider
+    (each attempt gets what is left of that, at most ``timeout_s``), and at most ``max_timeouts`` of its attempts
+    may time out: a hanging provider costs 2 x timeout_s a call, not ``max_attempts`` x timeout_s (issue 33).
+    The backoff waits between attempts (each at most ``max_delay_s``) come on top."""
+
     max_attempts: int = 5
     base_delay_s: float = 0.5
     max_delay_s: float = 20.0
     timeout_s: float = 60.0
     jitter: float = 0.25
+    max_timeouts: int = 2  # a timed-out attempt is retried once; the second timeout ends the call
+    deadline_factor: float = 2.0  # time waiting on the provider, across attempts, in units of timeout_s
 
 
 class ChatResponse(BaseModel):

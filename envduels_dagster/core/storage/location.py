@@ -43,6 +43,14 @@ class StorageConfigError(RuntimeError):
     pass
 
 
+LOCK_FIRST_DELAY_S, LOCK_MAX_DELAY_S = 0.1, 2.0  # Warehouse.connect(wait_s=...)'s backoff on a held file
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """A DuckDB error saying another process holds the file (duckdb raises ``_duckdb.IOException``)."""
+    return type(exc).__module__.lstrip("_").startswith("duckdb") and "lock" in str(exc).lower()
+
+
 def is_ducklake(location: str) -> bool:
     return str(location).startswith(DUCKLAKE_PREFIX)
 
@@ -83,16 +91,32 @@ class Warehouse:
     def shared(self) -> bool:
         return is_ducklake(self.location)
 
-    def connect(self, read_only: bool = False):
+    def connect(self, read_only: bool = False, wait_s: float = 0.0, on_wait: Callable[[str], None] | None = None):
         """A DuckDB connection whose current catalog is the warehouse (close it when done).
 
         For DuckLake it is a cursor of one connection per process and warehouse: loading the two
         extensions verifies their signatures (~0.7 s for 80 MB) and attaching reads the catalog,
-        which a pair run would otherwise pay on every write. A cursor shares them and is cheap."""
+        which a pair run would otherwise pay on every write. A cursor shares them and is cheap.
+
+        ``wait_s``: a DuckDB file another process holds (its writer's lock) is tried again with backoff for up
+        to that long, ``on_wait`` told once; then the lock error is raised (the CLI names the file and the
+        remedy). A reader of a file that a second demo or a dbt build is writing waits its turn (issue 33)."""
         import duckdb
 
         if not self.shared:
-            return duckdb.connect(self.location, read_only=read_only)
+            deadline, delay = time.monotonic() + wait_s, LOCK_FIRST_DELAY_S
+            while True:
+                try:
+                    return duckdb.connect(self.location, read_only=read_only)
+                except duckdb.IOException as exc:
+                    if not is_lock_error(exc) or time.monotonic() + delay > deadline:
+                        raise
+                    if on_wait is not None:
+                        on_wait(f"the warehouse {self.location} is in use by another process; waiting up to "
+                                f"{wait_s:.0f} s for it")
+                        on_wait = None
+                    time.sleep(delay)
+                    delay = min(delay * 2, LOCK_MAX_DELAY_S)
         cursor = _root(self, read_only).cursor()
         cursor.execute(f"USE {ALIAS}")
         return cursor

@@ -10,7 +10,16 @@ import hashlib
 import json
 from pathlib import Path
 
-from envduels_dagster.core.protocol import DEFAULT_SEEDS, EnvironmentSpec, seed_problem, seeds_problem
+from envduels_dagster.core.protocol import (
+    DEFAULT_SEEDS,
+    MAX_HINT_BYTES,
+    MAX_JSON_FILE_BYTES,
+    MAX_SOURCE_BYTES,
+    EnvironmentSpec,
+    seed_problem,
+    seeds_problem,
+    size_problem,
+)
 
 FORMAT_VERSION = 1
 
@@ -54,6 +63,7 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
             if key not in item:
                 raise ExportFormatError(f"environment {env_id!r}: manifest entry lacks {key!r}")
         source_path = _inside(root, item.get("source"), "source", env_id)
+        _fits(source_path, MAX_SOURCE_BYTES, env_id, f"source {item.get('source')!r}")
         raw = source_path.read_bytes()  # hash the bytes as written: read_text() would translate CRLF
         if hashlib.sha256(raw).hexdigest() != item.get("source_sha256"):
             raise ExportFormatError(f"environment {env_id!r}: source_sha256 does not match {item.get('source')!r}")
@@ -82,6 +92,8 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
                 raise ExportFormatError(
                     f"environment {env_id!r}: privileged file must hold its environment_id and a 'hints' object")
             hint = hints.get("hint") or "\n".join(str(hints[k]) for k in sorted(hints) if k.startswith("hint_"))
+            if (problem := size_problem("the hint", len(str(hint).encode()), MAX_HINT_BYTES)) is not None:
+                raise ExportFormatError(f"environment {env_id!r}: {item['privileged']}: {problem}")
         try:
             specs.append(EnvironmentSpec(
                 env_id=env_id, author=str(item.get("author", "imported")), domain=str(item.get("domain", "unknown")),
@@ -94,7 +106,14 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
     return specs
 
 
+def _fits(path: Path, limit: int, env_id: str, what: str) -> None:
+    """Refuse a file larger than ``limit`` before reading it."""
+    if (problem := size_problem(what, path.stat().st_size, limit)) is not None:
+        raise ExportFormatError(f"environment {env_id!r}: {problem}")
+
+
 def _read_json(path: Path, env_id: str, what: str) -> dict:
+    _fits(path, MAX_JSON_FILE_BYTES, env_id, f"{what} file {path.name!r}")
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

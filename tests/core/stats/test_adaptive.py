@@ -266,7 +266,7 @@ def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp
 """)
         from envduels_dagster.core.models import RetryPolicy
 
-        policy = RetryPolicy(max_attempts=8, base_delay_s=0.05, timeout_s=1.0)
+        policy = RetryPolicy(max_attempts=8, base_delay_s=0.05, timeout_s=1.0, max_timeouts=8, deadline_factor=8)
         gateway = Gateway(load_registry(registry), policy=policy, litellm_processes=1)
 
         async def go():
