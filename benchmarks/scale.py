@@ -298,6 +298,8 @@ def main() -> int:
     parser.add_argument("--pairs-per-run", default="1,0",
                         help="with --daemon: batch sizes to compare (0: the sensor's own choice)")
     parser.add_argument("--seeds", type=int, default=4, help="with --daemon")
+    parser.add_argument("--dagster-yaml", action="append", type=Path,
+                        help="with --daemon: instance configurations to compare (each batch size runs on each)")
     parser.add_argument("--work-per-pair", type=float,
                         help="with --daemon: the work per pair (s) the ratio is taken against; by default the "
                              "play + validation per pair of a one-pair-per-run row, once one has run")
@@ -312,10 +314,11 @@ def main() -> int:
 
         work = args.work_per_pair
         for k in [int(v) for v in args.pairs_per_run.split(",")]:
-            out = daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only,
-                              seeds=args.seeds, work_per_pair=work)
-            if work is None and k == 1 and "play_per_pair_s" in out:  # pairs alone in their runs: no overlap
-                work = out["play_per_pair_s"] + out["checks_per_pair_s"]
+            for yaml in args.dagster_yaml or [None]:
+                out = daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only,
+                                  seeds=args.seeds, work_per_pair=work, dagster_yaml=yaml)
+                if work is None and k == 1 and "play_per_pair_s" in out:  # pairs alone in their runs: no overlap
+                    work = out["play_per_pair_s"] + out["checks_per_pair_s"]
         return 0
     home = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="envduels-scale-"))
     home.mkdir(parents=True, exist_ok=True)

@@ -212,7 +212,8 @@ def _wait_for_pair_stage(instance, since: float, timeout_s: float) -> bool:
 
 def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per_author: int = 3,
                 timeout_s: float = 3600, keep: Path | None = None, pairs_only: bool = False, seeds: int = 4,
-                work_per_pair: float | None = None, extra_env: dict[str, str] | None = None) -> dict:
+                work_per_pair: float | None = None, extra_env: dict[str, str] | None = None,
+                dagster_yaml: Path | None = None) -> dict:
     import dagster as dg
 
     from benchmarks.scale import write_registry
@@ -228,7 +229,7 @@ def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per
     if pairs_per_run <= 0:  # 0: the sensor's own choice (the setting unset)
         env.pop("ENVDUELS_PAIRS_PER_RUN")
     (home / "dagster").mkdir(exist_ok=True)
-    shutil.copy(REPO / "dagster.yaml", home / "dagster" / "dagster.yaml")
+    shutil.copy(dagster_yaml or REPO / "dagster.yaml", home / "dagster" / "dagster.yaml")
     load0 = os.getloadavg()
     since = time.time()
     dev = DagsterDev(env, home / "dagster-dev.log")
@@ -243,7 +244,7 @@ def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per
             else:
                 _, settled = wait_until_settled(instance, since, quiet_s=45, timeout_s=timeout_s)
             runs = _runs_since(instance, since)
-            out = {"models": len(models), "pairs_per_run_max": pairs_per_run or "default", "rounds": rounds,
+            out = {"models": len(models), "dagster_yaml": str(dagster_yaml or "shipped"), "pairs_per_run_max": pairs_per_run or "default", "rounds": rounds,
                    "envs_per_author": envs_per_author, "seeds": seeds, "settled": settled, "runs": len(runs),
                    "pairs_per_pair_run": sorted(_pairs_of(r, models) for r in runs if r.job_name == "pair_job"),
                    **_instance_figures(instance, since, runs, sampler, work_per_pair)}
