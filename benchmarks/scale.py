@@ -300,6 +300,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=4, help="with --daemon")
     parser.add_argument("--dagster-yaml", action="append", type=Path,
                         help="with --daemon: instance configurations to compare (each batch size runs on each)")
+    parser.add_argument("--parallel-runs", type=int, help="with --daemon: ENVDUELS_PARALLEL_RUNS (default 2)")
     parser.add_argument("--work-per-pair", type=float,
                         help="with --daemon: the work per pair (s) the ratio is taken against; by default the "
                              "play + validation per pair of a one-pair-per-run row, once one has run")
@@ -316,7 +317,9 @@ def main() -> int:
         for k in [int(v) for v in args.pairs_per_run.split(",")]:
             for yaml in args.dagster_yaml or [None]:
                 out = daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only,
-                                  seeds=args.seeds, work_per_pair=work, dagster_yaml=yaml)
+                                  seeds=args.seeds, work_per_pair=work, dagster_yaml=yaml,
+                                  extra_env={"ENVDUELS_PARALLEL_RUNS": str(args.parallel_runs)}
+                                  if args.parallel_runs else None)
                 if work is None and k == 1 and "play_per_pair_s" in out:  # pairs alone in their runs: no overlap
                     work = out["play_per_pair_s"] + out["checks_per_pair_s"]
         return 0
