@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,9 +58,15 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
         self._engines: collections.OrderedDict[str, Engine] = collections.OrderedDict()
+        self._pid = os.getpid()
         super().__init__(base_dir, inst_data=inst_data)
 
     def _engine(self, shard: str) -> Engine:
+        if os.getpid() != self._pid:  # a forked child: never touch the parent's SQLite connections
+            for inherited in self._engines.values():
+                inherited.dispose(close=False)
+            self._engines.clear()
+            self._pid = os.getpid()
         engine = self._engines.get(shard)
         if engine is None:
             engine = create_engine(self.conn_string_for_shard(shard), poolclass=QueuePool, pool_size=1,

@@ -105,6 +105,27 @@ def test_two_processes_write_one_index_at_once_and_nothing_is_lost(tmp_path):
         storage.dispose()
 
 
+def _write_with(storage, run_id: str, n: int) -> None:
+    for i in range(n):
+        storage.store_event(_materialization(run_id, f"{run_id}-{i}"))
+
+
+def test_a_forked_child_opens_its_own_connections_and_the_parent_keeps_writing(tmp_path):
+    storage = PooledSqliteEventLogStorage(str(tmp_path / "runs"))
+    try:
+        _write_with(storage, "parent", 3)  # the parent holds pooled connections when it forks
+        child = multiprocessing.get_context("fork").Process(target=_write_with, args=(storage, "child", 5))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+        _write_with(storage, "parent", 3)
+        assert len(storage.get_logs_for_run("child")) == 5
+        assert len(storage.get_logs_for_run("parent")) == 6
+        assert len(storage.fetch_materializations(dg.AssetKey("numbers"), limit=100).records) == 11
+    finally:
+        storage.dispose()
+
+
 def test_open_shards_are_bounded_and_a_wipe_leaves_a_working_storage(tmp_path):
     storage = PooledSqliteEventLogStorage(str(tmp_path / "runs"))
     try:
