@@ -11,6 +11,12 @@ then reads the collapsed stacks and prints, per source: wall and CPU seconds, ru
 instance, and the share of samples in Dagster's event writes (``store_event``), in the
 great-expectations checks, in the pandas first pass, in ``duckdb.connect`` and in the schema check
 (``_ensure_schema``), and in playing episodes (``play_episode``).
+
+``--source label=checkout:dagster.yaml`` runs that source on an instance configured by that file (put
+in the demo's DAGSTER_HOME before it starts), so two instance configurations compare on one code:
+
+    .venv/bin/python benchmarks/event_log_share.py --models 3 --envs 2 --seeds 1 \
+        --source before=.:/tmp/dagster-main.yaml --source after=.:dagster.yaml
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,11 +42,16 @@ CATEGORIES = {  # label -> substrings, any of which in a stack puts the sample i
 }
 
 COUNT = r'''
+import collections
 import dagster as dg
 with dg.DagsterInstance.get() as instance:
     runs = instance.get_runs()
-    events = sum(len(instance.all_logs(r.run_id)) for r in runs)
-    print(len(runs), events)
+    kinds = collections.Counter()
+    for r in runs:
+        for e in instance.all_logs(r.run_id):
+            kinds[e.dagster_event.event_type_value if e.dagster_event else "log line"] += 1
+    print(" ".join(f"{k}={v}" for k, v in kinds.most_common()))
+    print(len(runs), sum(kinds.values()))
 '''
 
 
@@ -49,8 +61,11 @@ def registry(path: Path, models: int) -> Path:
     return path
 
 
-def run(label: str, source: Path, args) -> dict:
+def run(label: str, source: Path, args, yaml: Path | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"envduels-eventlog-{label}-"))
+    if yaml is not None:  # the demo keeps a dagster.yaml it finds in its DAGSTER_HOME
+        (work / "home" / "dagster").mkdir(parents=True)
+        shutil.copy(yaml, work / "home" / "dagster" / "dagster.yaml")
     env = {**os.environ, "PYTHONPATH": str(source.resolve()), "ENVDUELS_HOME": str(work / "home"),
            "ENVDUELS_REGISTRY": str(registry(work / "models.yaml", args.models)),
            "ENVDUELS_ENVS_PER_AUTHOR": str(args.envs), "ENVDUELS_SEEDS": str(args.seeds)}
@@ -70,6 +85,7 @@ def run(label: str, source: Path, args) -> dict:
     env["DAGSTER_HOME"] = str(work / "home" / "dagster")
     counted = subprocess.run([sys.executable, "-c", COUNT], env=env, capture_output=True, text=True, cwd=work)
     runs, events = counted.stdout.split()[-2:] if counted.returncode == 0 else ("?", "?")
+    kinds = counted.stdout.splitlines()[-2] if counted.returncode == 0 else counted.stderr[-500:]
     total, by = 0, dict.fromkeys(CATEGORIES, 0)
     for line in stacks.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
@@ -80,7 +96,7 @@ def run(label: str, source: Path, args) -> dict:
             if any(x in stack for x in needles):
                 by[cat] += int(n)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return {"label": label, "wall": wall, "cpu": cpu, "load": load, "runs": runs, "events": events,
+    return {"label": label, "wall": wall, "cpu": cpu, "load": load, "runs": runs, "events": events, "kinds": kinds,
             "samples": total, "shares": {k: v / max(1, total) for k, v in by.items()}}
 
 
@@ -94,10 +110,13 @@ def main() -> int:
     results = []
     for spec in args.source:
         label, _, path = spec.partition("=")
-        results.append(run(label, Path(path), args))
+        path, _, yaml = path.partition(":")
+        results.append(run(label, Path(path), args, Path(yaml).resolve() if yaml else None))
         r = results[-1]
         print(f"{r['label']}: wall_s={r['wall']:.1f} cpu_s(demo + children)={r['cpu']:.1f} runs={r['runs']} "
-              f"events={r['events']} samples={r['samples']} load1_at_start={r['load']:.1f}", flush=True)
+              f"events={r['events']} samples={r['samples']} load1_at_start={r['load']:.1f} "
+              f"load1_at_end={os.getloadavg()[0]:.1f}", flush=True)
+        print(f"    events by type: {r['kinds']}", flush=True)
         for cat, share in r["shares"].items():
             print(f"    {cat:32s} {100 * share:5.1f}% of the demo process's CPU samples", flush=True)
     return 0

@@ -295,7 +295,15 @@ def main() -> int:
     parser.add_argument("--skip-marts", action="store_true")
     parser.add_argument("--keep", help="use this directory as DAGSTER_HOME and keep it")
     parser.add_argument("--daemon", action="store_true", help="end to end through the daemon (scale_daemon.py)")
-    parser.add_argument("--pairs-per-run", default="1,100", help="with --daemon: batch sizes to compare")
+    parser.add_argument("--pairs-per-run", default="1,0",
+                        help="with --daemon: batch sizes to compare (0: the sensor's own choice)")
+    parser.add_argument("--seeds", type=int, default=4, help="with --daemon")
+    parser.add_argument("--dagster-yaml", action="append", type=Path,
+                        help="with --daemon: instance configurations to compare (each batch size runs on each)")
+    parser.add_argument("--parallel-runs", type=int, help="with --daemon: ENVDUELS_PARALLEL_RUNS (default 2)")
+    parser.add_argument("--work-per-pair", type=float,
+                        help="with --daemon: the work per pair (s) the ratio is taken against; by default the "
+                             "play + validation per pair of a one-pair-per-run row, once one has run")
     parser.add_argument("--rounds", type=int, default=0, help="with --daemon: co-evolution rounds (ENVDUELS_ROUNDS)")
     parser.add_argument("--envs-per-author", type=int, default=3, help="with --daemon")
     parser.add_argument("--pairs-only", action="store_true", help="with --daemon: stop after the pair stage")
@@ -305,8 +313,15 @@ def main() -> int:
     if args.daemon:
         from benchmarks.scale_daemon import daemon_flow
 
+        work = args.work_per_pair
         for k in [int(v) for v in args.pairs_per_run.split(",")]:
-            daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only)
+            for yaml in args.dagster_yaml or [None]:
+                out = daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only,
+                                  seeds=args.seeds, work_per_pair=work, dagster_yaml=yaml,
+                                  extra_env={"ENVDUELS_PARALLEL_RUNS": str(args.parallel_runs)}
+                                  if args.parallel_runs else None)
+                if work is None and k == 1 and "play_per_pair_s" in out:  # pairs alone in their runs: no overlap
+                    work = out["play_per_pair_s"] + out["checks_per_pair_s"]
         return 0
     home = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="envduels-scale-"))
     home.mkdir(parents=True, exist_ok=True)
