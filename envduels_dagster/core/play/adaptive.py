@@ -193,20 +193,11 @@ async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: Ad
     since whether to play the next depends on this one. Records come back grouped by
     environment, seeds in order, cold before hinted. ``slot``: as in ``play_pair``.
     """
-    from envduels_dagster.core.play.episode import in_slot, play_episode
+    from envduels_dagster.core.concurrency.gather import gather_or_cancel
+    from envduels_dagster.core.play.episode import episode_runner
 
-    sem = asyncio.Semaphore(max(1, concurrency))
     valid = [env for env in envs if env.valid]
-    done = 0
-
-    async def episode(env, seed, condition):
-        nonlocal done
-        async with sem, in_slot(slot):
-            rec = await play_episode(gateway, solver, env, seed, condition, limits, budget_s)
-        done += 1
-        if on_progress is not None:
-            on_progress(done, -1)
-        return rec
+    episode = episode_runner(gateway, solver, limits, budget_s, concurrency, slot, on_progress, -1)
 
     async def one_env(env):
         async def play_seed(seed):
@@ -221,13 +212,6 @@ async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: Ad
                        min_seeds=min(policy.min_seeds, base))
         return await play_env_adaptive(play_seed, seeds, mine, env.env_id)
 
-    tasks = [asyncio.ensure_future(one_env(env)) for env in valid]
-    try:
-        results = await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    results = await gather_or_cancel(one_env(env) for env in valid)
     records = [rec for recs, _ in results for rec in recs]
     return records, [decision for _, decision in results]

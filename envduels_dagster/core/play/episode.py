@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 from envduels_dagster.core.concurrency.gather import gather_or_cancel
@@ -124,6 +124,26 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
     return rec
 
 
+def episode_runner(gateway: ChatGateway, solver: str, limits: SandboxLimits | None, budget_s: float | None,
+                   concurrency: int, slot: Slot | None, on_progress: Callable[[int, int], None] | None,
+                   total: int) -> Callable[[EnvironmentSpec, int, Condition], Awaitable[EpisodeRecord]]:
+    """A function that plays one episode of ``solver``: at most ``concurrency`` at once, each inside its
+    ``slot``, reporting ``on_progress(done, total)`` after each (``total`` -1 when unknown in advance)."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+    done = 0
+
+    async def run(env: EnvironmentSpec, seed: int, condition: Condition) -> EpisodeRecord:
+        nonlocal done
+        async with sem, in_slot(slot):
+            rec = await play_episode(gateway, solver, env, seed, condition, limits, budget_s)
+        done += 1
+        if on_progress is not None:
+            on_progress(done, total)
+        return rec
+
+    return run
+
+
 async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None = None,
                     concurrency: int = 8, on_progress: Callable[[int, int], None] | None = None,
                     budget_s: float | None = None, slot: Slot | None = None) -> list[EpisodeRecord]:
@@ -133,19 +153,8 @@ async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpe
     the solver provider's pool shared with the other pairs of a run, ``play_pairs``): an episode holds
     it only while it plays, so a pair's slot is free for another pair's episode as soon as it ends.
     """
-    jobs = [(env, seed, cond) for env in envs if env.valid for seed in env.benchmark_seeds
-            for cond in ("cold", "hinted")]
-    sem = asyncio.Semaphore(concurrency)
-    done = 0
-
-    async def run(env, seed, cond):
-        nonlocal done
-        async with sem, in_slot(slot):
-            rec = await play_episode(gateway, solver, env, seed, cond, limits, budget_s)
-        done += 1
-        if on_progress is not None:
-            on_progress(done, len(jobs))
-        return rec
-
+    conditions: tuple[Condition, ...] = ("cold", "hinted")
+    jobs = [(env, seed, cond) for env in envs if env.valid for seed in env.benchmark_seeds for cond in conditions]
+    run = episode_runner(gateway, solver, limits, budget_s, concurrency, slot, on_progress, len(jobs))
     # A fatal model error ends the pair: stop the other episodes instead of letting them run on.
     return await gather_or_cancel(run(*job) for job in jobs)
