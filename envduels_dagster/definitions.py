@@ -56,7 +56,7 @@ def build_definitions() -> dg.Definitions:
 
     from envduels_dagster.assets.registry.sensors import build_requests_sensor
     from envduels_dagster.assets.rounds.definitions import configured_rounds
-    from envduels_dagster.env_settings import check_settings, int_value
+    from envduels_dagster.env_settings import check_settings, sensor_interval
 
     check_settings()  # a bad ENVDUELS_* value fails the load with one line naming it (nothing is written)
 
@@ -69,7 +69,7 @@ def build_definitions() -> dg.Definitions:
     # by envduels_requests, once per request.
     automation = dg.AutomationConditionSensorDefinition(
         "envduels_automation", target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=int_value(AUTOMATION_INTERVAL_ENV))
+        minimum_interval_seconds=sensor_interval(AUTOMATION_INTERVAL_ENV))
     return dg.Definitions.merge(*areas, dg.Definitions(sensors=[requests, automation], resources=build_resources(),
                                                        executor=EXECUTOR))
 

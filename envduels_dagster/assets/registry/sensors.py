@@ -28,12 +28,12 @@ from envduels_dagster.core.authoring.imports import is_import
 from envduels_dagster.core.models.registry import Registry, RegistryError, load_registry
 from envduels_dagster.core.requests.roster import Roster
 from envduels_dagster.core.requests.stages import RequestBook, next_step, plan_newcomers, plan_refresh, plan_stale
-from envduels_dagster.env_settings import float_value, int_value, value
+from envduels_dagster.env_settings import float_value, sensor_interval, value
 from envduels_dagster.resources import DuelSettings
 
 PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests/stages.py and the README
 STALE_INTERVAL_ENV = "ENVDUELS_STALE_INTERVAL_S"  # how often to look for stale partitions (default hourly)
-INTERVAL_ENV = "ENVDUELS_SENSOR_INTERVAL_S"  # seconds between ticks (default 30)
+INTERVAL_ENV = "ENVDUELS_SENSOR_INTERVAL_S"  # seconds between ticks (default 5: every daemon loop, docs/DECISIONS.md)
 # Assets whose partitions feed the downstream refresh: authoring, hardening and pairs of every round.
 PARTITION_ASSET_PREFIXES = ("duel_episodes", "authored_environments", "hardened_environments_r")
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -147,7 +147,7 @@ def skip_reason(open_requests: int, notes: list[str]) -> str:
 def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
     """The sensor over ``jobs`` (every stage's job: authors and pairs of each round, downstream, learners, studies)."""
 
-    @dg.sensor(name="envduels_requests", jobs=jobs, minimum_interval_seconds=int_value(INTERVAL_ENV),
+    @dg.sensor(name="envduels_requests", jobs=jobs, minimum_interval_seconds=sensor_interval(INTERVAL_ENV),
                default_status=dg.DefaultSensorStatus.RUNNING,
                description="Runs what registry changes ask for, in stages: a new model gets every round, then one "
                            "refresh of marts, rankings and training sets; stale partitions likewise (hourly check); "
