@@ -307,6 +307,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=0, help="with --daemon: co-evolution rounds (ENVDUELS_ROUNDS)")
     parser.add_argument("--envs-per-author", type=int, default=3, help="with --daemon")
     parser.add_argument("--pairs-only", action="store_true", help="with --daemon: stop after the pair stage")
+    parser.add_argument("--sensor-interval", default="5",
+                        help="with --daemon: ENVDUELS_SENSOR_INTERVAL_S values to compare (each on each configuration)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --daemon: run the whole comparison this many times, interleaved")
     args = parser.parse_args()
     print(f"machine: nproc={os.cpu_count()} loadavg={os.getloadavg()[0]:.2f}; {args.models} models -> "
           f"{args.models ** 2} pairs")
@@ -314,10 +318,12 @@ def main() -> int:
         from benchmarks.scale_daemon import daemon_flow
 
         work = args.work_per_pair
-        for k in [int(v) for v in args.pairs_per_run.split(",")]:
-            for yaml in args.dagster_yaml or [None]:
+        combos = [(k, yaml, int(interval)) for k in [int(v) for v in args.pairs_per_run.split(",")]
+                  for yaml in args.dagster_yaml or [None] for interval in args.sensor_interval.split(",")]
+        for _ in range(args.repeat):
+            for k, yaml, interval in combos:
                 out = daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only,
-                                  seeds=args.seeds, work_per_pair=work, dagster_yaml=yaml,
+                                  seeds=args.seeds, work_per_pair=work, dagster_yaml=yaml, sensor_interval=interval,
                                   extra_env={"ENVDUELS_PARALLEL_RUNS": str(args.parallel_runs)}
                                   if args.parallel_runs else None)
                 if work is None and k == 1 and "play_per_pair_s" in out:  # pairs alone in their runs: no overlap

@@ -163,8 +163,23 @@ def _instance_figures(instance, since: float, runs, sampler: TreeSampler | None 
         "wall_over_work_per_core": round(wall / max(1e-9, (c_play + c_checks) / CORES), 2),
         "wall_over_steps_per_core": round(wall / max(1e-9, c_steps / CORES), 2),
         "mean_run_wall_s": round(sum(run_walls) / max(1, len(run_walls)), 1),
+        # the stage's start: the last author run's end to the first pair run's creation (the sensor's tick)
+        "sensor_latency_s": round(min(r.created for r in pair_runs) - authors_end, 1),
+        "request_tick_gaps_s": _tick_gaps(instance, since, pairs_end),
         "end_to_end_s": round(max((r.ended or r.created) for r in runs) - since, 1),
     }
+
+
+def _tick_gaps(instance, since: float, until: float) -> dict:
+    """Seconds between consecutive ``envduels_requests`` ticks in [since, until]: median and max."""
+    for state in instance.all_instigator_state():
+        if state.instigator_name == "envduels_requests":
+            ticks = sorted(t.timestamp for t in instance.get_ticks(state.instigator_origin_id, state.selector_id,
+                                                                   limit=10_000) if since <= t.timestamp <= until)
+            gaps = sorted(b - a for a, b in zip(ticks, ticks[1:]))
+            if gaps:
+                return {"n": len(gaps), "median": round(gaps[len(gaps) // 2], 1), "max": round(gaps[-1], 1)}
+    return {}
 
 
 def _pairs_of(run, models: list[str]) -> int:
@@ -213,7 +228,7 @@ def _wait_for_pair_stage(instance, since: float, timeout_s: float) -> bool:
 def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per_author: int = 3,
                 timeout_s: float = 3600, keep: Path | None = None, pairs_only: bool = False, seeds: int = 4,
                 work_per_pair: float | None = None, extra_env: dict[str, str] | None = None,
-                dagster_yaml: Path | None = None) -> dict:
+                dagster_yaml: Path | None = None, sensor_interval: int = 5) -> dict:
     import dagster as dg
 
     from benchmarks.scale import write_registry
@@ -224,7 +239,7 @@ def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per
     registry = home / "models.yaml"
     write_registry(registry, models)
     env = live_env(home, registry, ENVDUELS_ENVS_PER_AUTHOR=str(envs_per_author), ENVDUELS_SEEDS=str(seeds),
-                   ENVDUELS_SENSOR_INTERVAL_S="5", ENVDUELS_TRAINING_ADMISSION="rule", ENVDUELS_PAIRS_PER_RUN=str(pairs_per_run),
+                   ENVDUELS_SENSOR_INTERVAL_S=str(sensor_interval), ENVDUELS_TRAINING_ADMISSION="rule", ENVDUELS_PAIRS_PER_RUN=str(pairs_per_run),
                    ENVDUELS_ROUNDS=str(rounds), **(extra_env or {}))
     if pairs_per_run <= 0:  # 0: the sensor's own choice (the setting unset)
         env.pop("ENVDUELS_PAIRS_PER_RUN")
@@ -244,7 +259,7 @@ def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per
             else:
                 _, settled = wait_until_settled(instance, since, quiet_s=45, timeout_s=timeout_s)
             runs = _runs_since(instance, since)
-            out = {"models": len(models), "dagster_yaml": str(dagster_yaml or "shipped"), "pairs_per_run_max": pairs_per_run or "default", "rounds": rounds,
+            out = {"models": len(models), "dagster_yaml": str(dagster_yaml or "shipped"), "pairs_per_run_max": pairs_per_run or "default", "sensor_interval_s": sensor_interval, "rounds": rounds,
                    "envs_per_author": envs_per_author, "seeds": seeds, "settled": settled, "runs": len(runs),
                    "pairs_per_pair_run": sorted(_pairs_of(r, models) for r in runs if r.job_name == "pair_job"),
                    **_instance_figures(instance, since, runs, sampler, work_per_pair)}
