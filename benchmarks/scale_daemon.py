@@ -170,16 +170,22 @@ def _instance_figures(instance, since: float, runs, sampler: TreeSampler | None 
     }
 
 
-def _tick_gaps(instance, since: float, until: float) -> dict:
-    """Seconds between consecutive ``envduels_requests`` ticks in [since, until]: median and max."""
+def request_tick_times(instance, since: float, until: float) -> list[float]:
+    """Timestamps of the ``envduels_requests`` ticks in [since, until], in order."""
     for state in instance.all_instigator_state():
         if state.instigator_name == "envduels_requests":
-            ticks = sorted(t.timestamp for t in instance.get_ticks(state.instigator_origin_id, state.selector_id,
-                                                                   limit=10_000) if since <= t.timestamp <= until)
-            gaps = sorted(b - a for a, b in zip(ticks, ticks[1:]))
-            if gaps:
-                return {"n": len(gaps), "median": round(gaps[len(gaps) // 2], 1), "max": round(gaps[-1], 1)}
-    return {}
+            ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=10_000)
+            return sorted(t.timestamp for t in ticks if since <= t.timestamp <= until)
+    return []
+
+
+def _tick_gaps(instance, since: float, until: float) -> dict:
+    """Seconds between consecutive ``envduels_requests`` ticks in [since, until]: median and max."""
+    ticks = request_tick_times(instance, since, until)
+    gaps = sorted(b - a for a, b in zip(ticks, ticks[1:]))
+    if not gaps:
+        return {}
+    return {"n": len(gaps), "median": round(gaps[len(gaps) // 2], 1), "max": round(gaps[-1], 1)}
 
 
 def _pairs_of(run, models: list[str]) -> int:

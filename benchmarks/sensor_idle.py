@@ -25,19 +25,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def _ticks(instance, since: float, until: float) -> int:
-    for state in instance.all_instigator_state():
-        if state.instigator_name == "envduels_requests":
-            ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=10_000)
-            return sum(1 for t in ticks if since <= t.timestamp <= until)
-    return 0
-
-
 def main() -> None:
     import dagster as dg
 
     from benchmarks.scale import names, write_registry
-    from benchmarks.scale_daemon import TreeSampler
+    from benchmarks.scale_daemon import TreeSampler, request_tick_times
     from tests.helpers.daemon import DagsterDev, live_env, wait_until_settled
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -78,7 +70,7 @@ def main() -> None:
             sampler.stop()
             cpu = sampler.samples[-1][1] - sampler.samples[0][1]
             with dg.DagsterInstance.get() as instance:
-                ticks = _ticks(instance, t0, t1)
+                ticks = len(request_tick_times(instance, t0, t1))
                 runs = [r for r in instance.get_runs() if instance.get_run_record_by_id(r.run_id).create_timestamp.timestamp() >= t0]
         finally:
             dev.stop()
