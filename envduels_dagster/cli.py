@@ -227,8 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_import)
 
-    p = add("demo", help="the offline demo: the whole pipeline on the simulated models through Dagster (a real, "
-            "paid experiment: envduels run)",
+    demo_help = ("the offline demo: the whole pipeline on the simulated models through Dagster (a real, paid "
+                 "experiment: envduels run)")
+    p = add("demo", help=demo_help, description=demo_help + "; its sizes are stored with the experiment "
+            "($ENVDUELS_HOME/experiment.json) for the UI, plan and later runs",
             epilog="example: ENVDUELS_HOME=/tmp/duels envduels demo --envs-per-author 3 --seeds 4")
     # defaults: ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS when set (as the daemon's runs read them), else 10 and 8
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,

@@ -135,3 +135,20 @@ def test_a_run_with_a_budget_on_an_unpriced_model_is_refused_before_anything(hom
     err = capsys.readouterr().err
     assert "budget: " in err and "have no price" in err
     assert read(home) is None and not (home / "warehouse.duckdb").exists()
+
+
+def test_run_help_is_written_for_paid_models_and_demo_help_says_it_is_the_offline_demo(capsys):
+    from envduels_dagster.cli import main
+
+    for command in ("run", "demo"):
+        with pytest.raises(SystemExit) as done:
+            main([command, "--help"])
+        assert done.value.code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        if command == "run":
+            assert "Prints the plan (calls, tokens, dollars per model) and asks before it spends" in text
+            assert "$ENVDUELS_HOME/experiment.json" in text and "'envduels demo'" in text
+            assert all(flag in text for flag in ("--registry", "--envs-per-author", "--seeds", "--rounds",
+                                                 "--budget-usd", "--yes", "example:"))
+        else:
+            assert "the offline demo" in text and "envduels run" in text
