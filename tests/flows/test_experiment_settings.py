@@ -152,3 +152,69 @@ def test_run_help_is_written_for_paid_models_and_demo_help_says_it_is_the_offlin
                                                  "--budget-usd", "--yes", "example:"))
         else:
             assert "the offline demo" in text and "envduels run" in text
+
+
+def _sensor_tick(instance, tmp_path, written_seeds: list[int] | None = None):
+    """One tick of the request sensor on a warehouse whose oracle and novice wrote one environment each, at
+    ``written_seeds`` (none when None)."""
+    import duckdb
+    from dagster_duckdb import DuckDBResource
+
+    from envduels_dagster.core.storage.warehouse import ensure_schema
+    from envduels_dagster.resources import DuelSettings
+    from tests.assets.test_incremental import tick
+
+    if written_seeds is not None:
+        with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+            ensure_schema(conn)
+            for author in ("oracle", "novice"):
+                conn.execute("INSERT INTO environments (env_id, author, round, author_version, benchmark_seeds, valid) "
+                             "VALUES (?, ?, 0, '1', ?, true)", [f"{author}.r0.0", author, written_seeds])
+    return tick(instance, resources={"warehouse": DuckDBResource(database=str(tmp_path / "w.duckdb")),
+                                     "settings": DuelSettings()})
+
+
+def test_the_sensor_names_a_size_variable_it_does_not_apply_and_launches_nothing_for_it(home, monkeypatch, tmp_path):
+    import dagster as dg
+
+    from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
+    from tests.helpers.pipeline import write_registry
+
+    registry = write_registry(tmp_path / "models.yaml", ["oracle", "novice"])
+    _stored(home, registry=str(registry))
+    monkeypatch.setenv("ENVDUELS_SEEDS", "8")
+    instance = dg.DagsterInstance.ephemeral()
+    for dim in (MODELS_PARTITION, SOLVERS_PARTITION):  # an experiment that already ran: no newcomer
+        instance.add_dynamic_partitions(dim, ["oracle", "novice"])
+    runs, _, skip = _sensor_tick(instance, tmp_path, written_seeds=[0, 1, 2])
+    assert runs == []  # nothing written at 3 seeds is stale for the stored settings, whatever the variable says
+    assert "not applied" in skip.skip_message and "ENVDUELS_SEEDS=8 (stored: 3)" in skip.skip_message
+
+
+def test_the_sensor_reruns_authors_whose_seeds_differ_from_the_stored_ones(home, tmp_path):
+    """The other side of the same check: the stored settings changed (a run stored 3 seeds and was cut short),
+    so what was written at 2 seeds is stale and the authors are re-run."""
+    import dagster as dg
+
+    from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
+    from tests.helpers.pipeline import write_registry
+
+    registry = write_registry(tmp_path / "models.yaml", ["oracle", "novice"])
+    _stored(home, registry=str(registry))
+    instance = dg.DagsterInstance.ephemeral()
+    for dim in (MODELS_PARTITION, SOLVERS_PARTITION):
+        instance.add_dynamic_partitions(dim, ["oracle", "novice"])
+    runs, _, _ = _sensor_tick(instance, tmp_path, written_seeds=[0, 1])
+    assert sorted(r.partition_key for r in runs if r.job_name == "author_job") == ["novice", "oracle"]
+
+
+def test_the_sensor_launches_nothing_on_an_unusable_settings_file_and_says_why(home, tmp_path):
+    import dagster as dg
+
+    from envduels_dagster.assets.registry.partitions import MODELS_PARTITION
+
+    (home / "experiment.json").write_text("{}")
+    instance = dg.DagsterInstance.ephemeral()
+    runs, _, skip = _sensor_tick(instance, tmp_path)
+    assert runs == [] and instance.get_dynamic_partitions(MODELS_PARTITION) == []
+    assert str(home / "experiment.json") in skip.skip_message and "field envs_per_author" in skip.skip_message
