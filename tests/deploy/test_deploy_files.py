@@ -91,7 +91,7 @@ def test_in_the_container_the_sandbox_holds_with_the_profile_and_fails_closed_wi
     podman = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs", "run", "--rm", "-i", "--network", "none",
               "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096", "--user", "0",
               "--uidmap", "0:2147483648:2147483647", "--gidmap", "0:2147483648:2147483647",
-              "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN"]
+              "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--init", "--security-opt", "unmask=/proc/sys"]
     probe = (REPO / "deploy" / "sandbox-probe").read_text()
     held = subprocess.run([*podman, "--security-opt", f"seccomp={SECCOMP / 'envduels-sandbox.json'}", IMAGE,
                            "python3", "-", "self-check"], input=probe, capture_output=True, text=True, timeout=600)
