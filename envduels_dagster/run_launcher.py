@@ -27,13 +27,14 @@ recorded yet) counts as running: Dagster's run monitoring still fails it if it n
 STARTED one; a Kubernetes launcher checks its pods itself (docs/RELIABILITY.md).
 
 A machine that dies takes its daemon with it, and no other machine can look up its pids (issue 46: two
-containers on one instance, one killed). So each machine's daemon says it is alive: whenever this launcher
-checks one of its own machine's workers (run monitoring does, every poll), it writes the time under
-:data:`SEEN_KEY` + hostname in the shared instance's key-value store. A run of another machine whose daemon
-has written that and then been silent for ``machine_silent_seconds`` (launcher config, default 120 s: twelve
-polls) -- counted from the run's start if that is later -- is failed by whichever daemon checks it. A machine
-without a daemon (a webserver only: issue 33) never writes it, and its runs stay "not checkable", as before;
-a machine whose daemon stopped while its runs go on would have them failed.
+containers on one instance, one killed). Dagster runs one daemon per instance; when its machine dies, the
+daemon is started again elsewhere (a rescheduled pod has a new hostname) and must fail the dead machine's runs.
+So the daemon's machine says it is alive: whenever this launcher checks one of its own machine's workers (run
+monitoring does, every poll), it writes the time under :data:`SEEN_KEY` + hostname in the shared instance's
+key-value store. A run of another machine that has written that and then been silent for
+``machine_silent_seconds`` (launcher config, default 120 s: twelve polls) -- counted from the run's start if
+that is later -- is failed by the daemon that checks it. A machine that never ran the daemon (a webserver
+only: issue 33) never writes it, and its runs stay "not checkable", as before.
 """
 
 from __future__ import annotations
