@@ -25,6 +25,16 @@ after the run did (the pid was reused). A worker that cannot be checked (another
 recorded yet) counts as running: Dagster's run monitoring still fails it if it never leaves STARTING
 (``start_timeout_seconds``) or CANCELING, and ``run_monitoring.max_runtime_seconds`` (not set) would end a
 STARTED one; a Kubernetes launcher checks its pods itself (docs/RELIABILITY.md).
+
+A machine that dies takes its daemon with it, and no other machine can look up its pids (issue 46: two
+containers on one instance, one killed). Dagster runs one daemon per instance; when its machine dies, the
+daemon is started again elsewhere (a rescheduled pod has a new hostname) and must fail the dead machine's runs.
+So the daemon's machine says it is alive: whenever this launcher checks one of its own machine's workers (run
+monitoring does, every poll), it writes the time under :data:`SEEN_KEY` + hostname in the shared instance's
+key-value store. A run of another machine that has written that and then been silent for
+``machine_silent_seconds`` (launcher config, default 120 s: twelve polls) -- counted from the run's start if
+that is later -- is failed by the daemon that checks it. A machine that never ran the daemon (a webserver
+only: issue 33) never writes it, and its runs stay "not checkable", as before.
 """
 
 from __future__ import annotations
@@ -38,6 +48,8 @@ from dagster._core.launcher.default_run_launcher import DefaultRunLauncher
 from dagster._core.storage.dagster_run import DagsterRun
 
 HOST_TAG, PID_TAG = "envduels/worker_host", "envduels/worker_pid"
+SEEN_KEY = "envduels/machine_seen/"  # + hostname: epoch seconds this machine's launcher last reported itself alive
+MACHINE_SILENT_S = 120.0
 PID_REUSE_SLACK_S = 2.0  # /proc start times are in clock ticks; the run starts after its process does
 
 
@@ -85,6 +97,22 @@ def worker_status(pid: int, run_started: float | None) -> CheckRunHealthResult:
 class WorkerCheckingRunLauncher(DefaultRunLauncher):
     """``DefaultRunLauncher`` plus ``check_run_worker_health`` for workers on this machine (module docstring)."""
 
+    def __init__(self, inst_data=None, machine_silent_seconds: float = MACHINE_SILENT_S):
+        super().__init__(inst_data=inst_data)
+        self.machine_silent_seconds = float(machine_silent_seconds)
+
+    @classmethod
+    def config_type(cls):
+        from dagster import Field
+
+        return {"machine_silent_seconds": Field(float, is_required=False, default_value=MACHINE_SILENT_S,
+                                                description="fail another machine's runs after it has been "
+                                                            "silent this long (module docstring)")}
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value):
+        return cls(inst_data=inst_data, **config_value)
+
     @property
     def supports_check_run_worker_health(self) -> bool:
         return True
@@ -96,11 +124,31 @@ class WorkerCheckingRunLauncher(DefaultRunLauncher):
 
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         pid = self._local_pid(run)
-        if pid is None:
-            return CheckRunHealthResult(WorkerStatus.RUNNING, "worker not checkable from this machine")
         record = self._instance.get_run_record_by_id(run.run_id)
         started = record.start_time if record is not None else None
+        if pid is None:
+            return self._remote_health(run, started)
+        self._report_alive()
         return worker_status(pid, started if started is not None else time.time())
+
+    def _report_alive(self) -> None:
+        self._instance.run_storage.set_cursor_values({SEEN_KEY + socket.gethostname(): repr(time.time())})
+
+    def _remote_health(self, run: DagsterRun, started: float | None) -> CheckRunHealthResult:
+        """Another machine's run: failed only when that machine said it was alive and has since been silent."""
+        host = run.tags.get(HOST_TAG)
+        if host and host != socket.gethostname():
+            seen = self._instance.run_storage.get_cursor_values({SEEN_KEY + host}).get(SEEN_KEY + host)
+            try:
+                last = max(float(seen), started or 0.0) if seen else None
+            except ValueError:
+                last = None
+            if last is not None and time.time() - last > self.machine_silent_seconds:
+                return CheckRunHealthResult(
+                    WorkerStatus.FAILED, f"machine {host!r}, which ran this run's worker, has not reported itself "
+                    f"alive for {time.time() - last:.0f} s (more than {self.machine_silent_seconds:.0f} s): it is "
+                    "taken for dead with its workers (run_launcher.machine_silent_seconds in dagster.yaml)")
+        return CheckRunHealthResult(WorkerStatus.RUNNING, "worker not checkable from this machine")
 
     def _local_pid(self, run: DagsterRun) -> int | None:
         """The worker's pid when the worker runs on this machine; None when it cannot be checked from here."""
