@@ -70,7 +70,7 @@ def _float_in(low: float, high: float | None, what: str):
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}") from None
-        if not math.isfinite(value):  # serve-sim --latency-ms inf was accepted and never answered (issue 44)
+        if high is None and not math.isfinite(value):  # serve-sim --latency-ms inf never answered (issue 44)
             raise argparse.ArgumentTypeError(f"{what} must be a finite number, got {text!r}")
         if not (value >= low and (high is None or value <= high)):
             span = f"{low}..{high}" if high is not None else f">= {low}"
