@@ -203,7 +203,7 @@ def _budget_stop(result) -> str:
     """': <the step's message>' when a spending cap failed the run (it says what is left and what to raise)."""
     for event in result.all_events:
         error = getattr(event.event_specific_data, "error", None)
-        if error is not None and "stopped at budget" in error.message:
+        if error is not None and ("stopped at budget" in error.message or "stopped_at_budget" in error.message):
             return ": " + " ".join(error.message.split())[:600]
     return ""
 
