@@ -344,3 +344,30 @@ def test_the_quiet_watcher_still_stops_the_tail_when_its_parent_is_gone(tmp_path
         assert tail.wait(timeout=10) == -signal.SIGTERM
     finally:
         tail.kill()
+
+
+@pytest.mark.slow  # a real import run waiting on a warehouse another process holds, then stopped (~15-30 s)
+@pytest.mark.parametrize("sig", [signal.SIGTERM])  # main: SIGTERM killed it (-15), nothing said
+def test_stopping_an_import_that_waits_for_a_busy_warehouse_is_exit_130_and_one_line(priced_env, tmp_path, sig):
+    home = Path(priced_env["ENVDUELS_HOME"])
+    home.mkdir(parents=True)
+    export = build_export(tmp_path / "export", {"p1": GOOD})
+    path = home / "warehouse.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(path)!r}); "
+                               "print('held', flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        proc = subprocess.Popen([ENVDUELS, "import", str(export)], env=priced_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and not (home / "dagster" / "history").exists():
+            time.sleep(0.5)  # the import's run has started (its instance exists): it now waits for the warehouse
+        time.sleep(3)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 130, stderr
+
+    assert stderr.endswith("envduels: error: interrupted\n") and "Traceback" not in stderr, stderr
