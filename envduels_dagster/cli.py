@@ -321,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             from envduels_dagster.core.models.budget import budget_from_env
 
             budget_from_env()
+        if args.command == "ui":  # `ui` stops its own process tree (dagster dev and its children)
+            return args.func(args)
         with quiet_interrupts():  # SIGTERM as Ctrl-C; no thread's traceback (interrupts.py)
             return args.func(args)
     except KeyboardInterrupt:

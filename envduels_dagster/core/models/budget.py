@@ -147,7 +147,7 @@ class BudgetLedger:
 
     def __init__(self, path: str | Path, caps: Caps, hold_s: float = 3600.0):
         self.path, self.caps, self.hold_s = Path(path), caps, hold_s
-        self.owner = owner_of_this_process()
+        self._owner = (os.getpid(), owner_of_this_process())
         self._local = threading.local()
         with state_file(self.path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,6 +156,13 @@ class BudgetLedger:
             if "owner" not in {row[1] for row in conn.execute("PRAGMA table_info(spend)")}:  # a ledger of before
                 conn.execute("ALTER TABLE spend ADD COLUMN owner TEXT")
             self.release_dead()
+
+    @property
+    def owner(self) -> str:
+        """This process's owner string (computed again in a forked child: its holds are its own)."""
+        if self._owner[0] != os.getpid():
+            self._owner = (os.getpid(), owner_of_this_process())
+        return self._owner[1]
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
