@@ -62,6 +62,7 @@ def _held(path: Path) -> int:
         return conn.execute("SELECT count(*) FROM spend WHERE state = 'reserved'").fetchone()[0]
 
 
+@pytest.mark.slow  # two real holder processes (~9 s at load 15 on 2 shared cores)
 def test_a_killed_processs_reservations_stop_counting_at_once_and_a_live_ones_still_count(tmp_path):
     entry = _entry(tmp_path)
     live = _holder(tmp_path)  # holds 2 x $0.086 of the $0.20 cap and keeps running
