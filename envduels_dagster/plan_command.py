@@ -26,7 +26,6 @@ def run_plan(args: argparse.Namespace) -> int:
         format_plan,
     )
     from envduels_dagster.core.requests.roster import Roster
-    from envduels_dagster.env_settings import int_value
     from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import cache_location, envduels_home, warehouse, warehouse_location
 
@@ -43,10 +42,18 @@ def run_plan(args: argparse.Namespace) -> int:
     overall = budget_from_env()
     caps_for(registry, overall)  # a cap that cannot be enforced is refused here, as a run would refuse it
     Roster.from_registry(registry)  # so are roles that make no experiment (solver-only, author-only: issue 44)
-    duel = settings_from_env()
-    settings = PlanSettings(envs_per_author=args.envs_per_author or duel.envs_per_author,
-                            seeds=args.seeds or len(duel.benchmark_seeds),
-                            rounds=int_value("ENVDUELS_ROUNDS") if args.rounds is None else args.rounds)
+    # sizes: the flags, else the variables, else the experiment's stored settings, else the defaults (experiment.py)
+    from envduels_dagster import experiment
+
+    new, _ = experiment.requested({"envs_per_author": args.envs_per_author, "seeds": args.seeds,
+                                   "rounds": args.rounds})
+    duel = settings_from_env(envs_per_author=new.envs_per_author, benchmark_seeds=list(range(new.seeds)))
+    settings = PlanSettings(envs_per_author=new.envs_per_author, seeds=new.seeds, rounds=new.rounds)
+    changed = experiment.changes(new) if args.compare is None else None
+    if changed:  # a plan of other sizes than the experiment's: say so (a run with them would change it)
+        print(f"note: these sizes differ from the experiment's stored settings ({'; '.join(changed)}); "
+              "'envduels run' with them changes the experiment (it prints the change and asks first)",
+              file=sys.stderr if args.json else sys.stdout)
     location = warehouse_location()
     conn = None
     if "://" in location or location.startswith("ducklake:") or Path(location).exists():
