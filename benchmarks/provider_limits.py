@@ -39,6 +39,9 @@ from envduels_dagster.core.models.limits import SqliteLimiter
 from envduels_dagster.core.models.registry import load_registry
 
 registry_path, limiter_path, calls, start_at, index = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+if sys.argv[6] != "-":  # --headroom: the share of the limit the gateway schedules (issue 44: 1.0 before, 0.9 now)
+    import envduels_dagster.core.models.gateway as gateway_module
+    gateway_module.LIMIT_HEADROOM = float(sys.argv[6])
 limiter = SqliteLimiter(limiter_path) if limiter_path != "-" else MemoryLimiter()
 gateway = Gateway(load_registry(registry_path), policy=RetryPolicy(max_attempts=30, max_delay_s=5.0), limiter=limiter)
 messages = [{"role": "user", "content": "Observation: I am thinking of an integer between 1 and 100. Guess it."}]
@@ -74,7 +77,7 @@ def run_mode(mode: str, args, workdir: Path) -> dict:
         limiter = str(workdir / f"{mode}-limits.sqlite") if mode == "shared" else "-"
         start_at = time.time() + args.startup_s  # every worker has imported the package by then
         workers = [subprocess.Popen([sys.executable, "-c", WORKER, str(registry), limiter, str(args.calls),
-                                     repr(start_at), str(i)], stdout=subprocess.PIPE, text=True,
+                                     repr(start_at), str(i), args.headroom or "-"], stdout=subprocess.PIPE, text=True,
                                     env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
                    for i in range(args.processes)]
         results = []
@@ -91,7 +94,7 @@ def run_mode(mode: str, args, workdir: Path) -> dict:
     calls = args.processes * args.calls
     ideal = calls / args.rpm * 60.0
     wall = max(r["done"] for r in results) - start_at
-    return {"mode": mode, "calls": calls, "ideal_s": round(ideal, 2), "wall_s": round(wall, 2),
+    return {"mode": mode, "headroom": args.headroom or "default", "calls": calls, "ideal_s": round(ideal, 2), "wall_s": round(wall, 2),
             "ratio": round(wall / ideal, 3), "server_429": stats["over_rpm"], "requests": stats["requests"],
             "retried_429": sum(r["retried_429"] for r in results)}
 
@@ -104,6 +107,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0, help="median server latency (lognormal, sigma 0.5)")
     parser.add_argument("--startup-s", type=float, default=8.0, help="time the workers get to start before t0")
     parser.add_argument("--modes", nargs="+", default=["shared", "per-run"])
+    parser.add_argument("--headroom", default=None, help="override gateway.LIMIT_HEADROOM (1.0: schedule at the "
+                        "registry's limit exactly, as before issue 44)")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="envduels-limits-") as tmp:

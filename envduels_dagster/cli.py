@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from envduels_dagster import run_command
@@ -19,6 +20,7 @@ from envduels_dagster.cli_errors import UsageError  # re-exported: tests and com
 from envduels_dagster.cli_results import cmd_report, cmd_show
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+SPENDING = ("demo", "run", "play", "plan")  # commands that call models under ENVDUELS_BUDGET_USD
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
@@ -69,7 +71,9 @@ def _float_in(low: float, high: float | None, what: str):
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}") from None
-        if not (value >= low and (high is None or value <= high)):  # also refuses nan
+        if high is None and not math.isfinite(value):  # serve-sim --latency-ms inf never answered (issue 44)
+            raise argparse.ArgumentTypeError(f"{what} must be a finite number, got {text!r}")
+        if not (value >= low and (high is None or value <= high)):
             span = f"{low}..{high}" if high is not None else f">= {low}"
             raise argparse.ArgumentTypeError(f"{what} {text} is outside {span}")
         return value
@@ -249,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
                    help="default: ENVDUELS_ENVS_PER_AUTHOR, else 10")
     p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None, help="default: ENVDUELS_SEEDS, else 8")
-    p.add_argument("--rounds", type=_int_in(0, 100, "--rounds"), default=None,
+    p.add_argument("--rounds", type=_int_in(0, 20, "--rounds"), default=None,  # ENVDUELS_ROUNDS' range: as the run
                    help="hardening rounds; default: ENVDUELS_ROUNDS, else 1")
     p.add_argument("--defaults-only", action="store_true",
                    help="ignore rates measured by earlier runs in the warehouse")
@@ -321,14 +325,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # usage errors: one line, exit 2 (_Parser.error)
     try:
         from envduels_dagster.env_settings import check_settings
+        from envduels_dagster.interrupts import quiet_interrupts
 
         check_settings()  # every ENVDUELS_* range, before any command writes or spends anything (exit 2)
-        return args.func(args)
+        if args.command in SPENDING:  # a bad ENVDUELS_BUDGET_USD: exit 2 before an instance or run exists (issue 44)
+            from envduels_dagster.core.models.budget import budget_from_env
+
+            budget_from_env()
+        if args.command == "ui":  # `ui` stops its own process tree (dagster dev and its children)
+            return args.func(args)
+        with quiet_interrupts():  # SIGTERM as Ctrl-C; no thread's traceback (interrupts.py)
+            return args.func(args)
     except KeyboardInterrupt:
         _report(args, "interrupted", EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one boundary: every failure becomes one line and an exit code
         from envduels_dagster.cli_errors import describe
+        from envduels_dagster.interrupts import is_interrupt
+
+        if is_interrupt(exc):  # a run that failed because it was interrupted (import waiting on a busy warehouse)
+            _report(args, "interrupted", EXIT_INTERRUPTED)
+            return EXIT_INTERRUPTED
 
         message, code = describe(exc, args)
         _report(args, message, code)

@@ -10,6 +10,7 @@ import argparse
 import ast
 import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -81,7 +82,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for r in results:
         out = {"env_id": r.env_id, "valid": r.valid, "reason": r.reject_reason, "winnability": r.winnability}
         if args.json:
-            print(json.dumps(out))
+            print(json_line(out))
         else:
             print(f"{r.env_id}: " + ("valid" if r.valid else f"REJECTED: {r.reject_reason}")
                   + (f" (winnability {r.winnability})" if r.valid else ""))
@@ -97,10 +98,10 @@ def cmd_play(args: argparse.Namespace) -> int:
     registry.get(args.model)
     spec = load_specs(argparse.Namespace(**{**vars(args), "seed": [args.seed_one]}))[0]
     condition: Literal["cold", "hinted"] = "hinted" if spec.hint else "cold"
-    rec = asyncio.run(play_episode(Gateway(registry, default_cache(), limiter=default_limiter()), args.model, spec,
-                                   args.seed_one, condition))
+    rec = asyncio.run(play_episode(Gateway(registry, default_cache(), limiter=default_limiter(),
+                                           ledger=default_ledger(registry)), args.model, spec, args.seed_one, condition))
     if args.json:
-        print(json.dumps(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))
+        print(json_line(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))
     else:
         if args.transcript:
             from envduels_dagster.core.play.transcripts import turns
@@ -112,11 +113,37 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0 if rec.status != "incomplete" else 1
 
 
+def finite(value):
+    """``value`` with every non-finite float (inf, nan) replaced by None: what JSON can carry."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_line(value) -> str:
+    """One JSON object that every JSON reader accepts: never ``Infinity`` or ``NaN`` (issue 44: a price of 1e308
+    made ``play --json`` print ``"cost_usd": Infinity``)."""
+    return json.dumps(finite(value), allow_nan=False)
+
+
 def default_limiter():
     from envduels_dagster.core.models import open_limiter
     from envduels_dagster.settings import cache_location
 
     return open_limiter(cache_location())
+
+
+def default_ledger(registry):
+    """The budget ledger beside the call cache (None with no cap): ``play`` spends under the same caps as a run
+    (issue 44: it made 10 priced calls past ENVDUELS_BUDGET_USD and recorded none)."""
+    from envduels_dagster.core.models.budget import open_ledger
+    from envduels_dagster.settings import cache_location, envduels_home
+
+    return open_ledger(registry, cache_location(), envduels_home())
 
 
 def default_cache():

@@ -41,6 +41,8 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
         return text, EXIT_BAD_INPUT
     if type(exc).__name__ == "SettingsError":  # resources/duel_settings.py: a bad ENVDUELS_* size
         return f"settings: {text}", EXIT_BAD_INPUT
+    if type(exc).__name__ in ("StateFileError", "Busy", "PilotFailed"):  # each says which file/process and what to do
+        return text, EXIT_FAILED
     if type(exc).__name__ == "ExperimentFileError":  # core/storage/experiment_file.py: stored settings unusable
         return f"experiment settings: {text}", EXIT_BAD_INPUT
     if type(exc).__name__ == "BudgetError":  # core/models/budget.py: a cap that cannot be used

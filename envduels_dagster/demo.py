@@ -139,7 +139,7 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
             print(chatter.getvalue()[-5000:], file=sys.stderr)
             if _interrupted(result):  # Ctrl-C or SIGTERM inside a step: exit 130, not "demo failed" (issue 33)
                 raise KeyboardInterrupt
-            raise RuntimeError(f"run for {label} failed; see run {result.run_id} (job {job}, tag "
+            raise RuntimeError(f"run for {label} failed{_budget_stop(result)}; see run {result.run_id} (job {job}, tag "
                                f"{REQUEST_TAG}={request}) in the Dagster UI")
         if on_run is not None:
             on_run(label, time.perf_counter() - t0)
@@ -153,6 +153,7 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
         return stage_job_name(Stage(kind, round_))
 
     run([model_registry], label="model_registry", job="downstream_job", stage="registry")
+    budget_stops: list[str] = []  # pairs a spending cap cut short: said again in the last lines (issue 44)
     pairs = roster.pairs(0)  # only registry models here: imports are played by the request sensor
     writers = list(roster.authors)
     for r in rounds:
@@ -179,13 +180,17 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
                 done += 1
                 md = mat.metadata
                 author, solver = str(mat.partition).split("|", 1)
+                stopped = md["stopped_at_budget"].value if "stopped_at_budget" in md else 0
+                if stopped:
+                    budget_stops.append(f"{author} -> {solver}: {md['budget_note'].value}")
                 log(f"[round {r} pair {done}/{len(pairs)}] {author} -> {solver}: {md['num_rows'].value} episodes, "
-                    f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f}")
+                    f"cold {md['pass_rate_cold'].value:.2f} hinted {md['pass_rate_hinted'].value:.2f}"
+                    + (f"; {stopped} stopped at budget" if stopped else ""))
             log(f"[round {r} pairs] {len(batch)} in one run ({secs:.1f}s)")
     result, secs = run(downstream, label="marts and rankings", job="downstream_job", stage="downstream")
     log(f"[marts] {', '.join(k.to_user_string() for a in downstream for k in a.keys)} ({secs:.1f}s)")
     counts = {"models": len(roster.models), "pairs": len(pairs), "authors": len(roster.authors),
-              "solvers": len(roster.solvers)}
+              "solvers": len(roster.solvers), "budget_stops": budget_stops}
     if not learners:
         return {**counts, "request": request}
     for learner in roster.solvers:
@@ -195,6 +200,15 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
         result, secs = run(after_learners, label="studies", job="studies_job", stage="studies")
         log(f"[studies] {', '.join(a.key.to_user_string() for a in after_learners)} ({secs:.1f}s)")
     return {**counts, "request": request}
+
+
+def _budget_stop(result) -> str:
+    """': <the step's message>' when a spending cap failed the run (it says what is left and what to raise)."""
+    for event in result.all_events:
+        error = getattr(event.event_specific_data, "error", None)
+        if error is not None and ("stopped at budget" in error.message or "stopped_at_budget" in error.message):
+            return ": " + " ".join(error.message.split())[:600]
+    return ""
 
 
 def _interrupted(result) -> bool:
@@ -274,6 +288,7 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None, round
     from envduels_dagster import experiment
     from envduels_dagster.definitions import build_resources
     from envduels_dagster.experiment_change import settle
+    from envduels_dagster.interrupts import quiet_orphan_watchers
     from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import envduels_home
 
@@ -288,6 +303,7 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None, round
     experiment.store(new, "envduels demo")
     settings = settings_from_env()  # the stored sizes, as the daemon's runs will read them
     home = prepare_instance_home()
+    quiet_orphan_watchers()  # Ctrl-C: no traceback from Dagster's per-step watcher (interrupts.py)
     t0 = time.perf_counter()
     print(f"EnvDuels demo: ENVDUELS_HOME={envduels_home()}  DAGSTER_HOME={home}", flush=True)
     resources = build_resources(settings=settings)
@@ -296,6 +312,11 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None, round
     print(f"\nPipeline done in {time.perf_counter() - t0:.0f}s: {counts['models']} models ({counts['authors']} "
           f"authors, {counts['solvers']} solvers), {counts['pairs']} pairs.\n")
     print_summary(counts)
+    if counts.get("budget_stops"):  # the last lines: a cap cut the experiment short (issue 44)
+        print(f"\nStopped at the budget cap in {len(counts['budget_stops'])} pair(s); their finished episodes are "
+              "kept, the rest are marked stopped_at_budget and excluded from every statistic:")
+        for line in counts["budget_stops"]:
+            print(f"  {line}")
     return 0
 
 

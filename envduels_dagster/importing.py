@@ -32,16 +32,20 @@ def run_import(partition: str, export_dir: Path) -> ImportRun:
 
     from envduels_dagster.assets.registry.partitions import register_import
     from envduels_dagster.definitions import build_definitions
-    from envduels_dagster.demo import QUIET, prepare_instance_home
+    from envduels_dagster.demo import QUIET, _interrupted, prepare_instance_home
+    from envduels_dagster.interrupts import quiet_orphan_watchers
     from envduels_dagster.run_launcher import worker_tags  # a killed import's run is then failed by run monitoring
 
     home = prepare_instance_home()
+    quiet_orphan_watchers()  # Ctrl-C: no traceback from Dagster's per-step watcher (interrupts.py)
     run_config = {**QUIET, "ops": {"authored_environments": {"config": {"export_dir": str(export_dir)}}}}
     with dg.DagsterInstance.get() as instance:
         register_import(instance, partition)
         job = build_definitions().resolve_job_def(IMPORT_JOB)
         result = job.execute_in_process(run_config=run_config, instance=instance, partition_key=partition,
                                         raise_on_error=False, tags={"envduels/import": partition, **worker_tags()})
+    if not result.success and _interrupted(result):  # Ctrl-C/SIGTERM in the step: exit 130, one line (issue 44)
+        raise KeyboardInterrupt
     metadata: dict = {}
     if result.success:
         (materialization,) = result.asset_materializations_for_node("authored_environments")

@@ -15,6 +15,7 @@ def run_plan(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    from envduels_dagster.cli_envs import json_line
     from envduels_dagster.core.models.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
@@ -24,6 +25,7 @@ def run_plan(args: argparse.Namespace) -> int:
         format_compare,
         format_plan,
     )
+    from envduels_dagster.core.requests.roster import Roster
     from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import cache_location, envduels_home, warehouse, warehouse_location
 
@@ -39,6 +41,7 @@ def run_plan(args: argparse.Namespace) -> int:
     registry = load_registry()
     overall = budget_from_env()
     caps_for(registry, overall)  # a cap that cannot be enforced is refused here, as a run would refuse it
+    Roster.from_registry(registry)  # so are roles that make no experiment (solver-only, author-only: issue 44)
     # sizes: the flags, else the variables, else the experiment's stored settings, else the defaults (experiment.py)
     from envduels_dagster import experiment
 
@@ -66,9 +69,12 @@ def run_plan(args: argparse.Namespace) -> int:
         rows = compare_rows(planned, actual_from_warehouse(conn, registry) if conn is not None else [])
         ledger = ledger_path_for(cache_location(), envduels_home())
         spent = BudgetLedger(ledger, caps_for(registry, overall)).spent() if ledger.exists() else {}
+        differ = size_differences(planned.get("settings", {}), used_sizes(conn) if conn is not None else {})
         if args.json:
-            print(json.dumps({"plan": str(kept), "rows": rows, "ledger_spent": spent}))
+            print(json_line({"plan": str(kept), "rows": rows, "ledger_spent": spent, "size_warnings": differ}))
         else:
+            for line in differ:
+                print(f"warning: {line}", file=sys.stderr)
             print(f"plan {kept} against the warehouse {location} (calls and tokens include cache hits; dollars at "
                   "list price; error = (plan - actual) / actual)")
             print(format_compare(rows))
@@ -89,11 +95,32 @@ def run_plan(args: argparse.Namespace) -> int:
     kept = plans / f"plan-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.json"
     kept.write_text(json.dumps(record, indent=1))
     if args.json:
-        print(json.dumps({**record, "kept": str(kept)}))
+        print(json_line({**record, "kept": str(kept)}))
     else:
         print(format_plan(plan, registry, overall))
         print(f"kept as {kept}; after the run, 'envduels plan --compare' sets it against what was used")
     return 0
+
+
+def used_sizes(conn) -> dict[str, int]:
+    """The sizes the warehouse's experiment was run at: environments an author wrote in round 0 (the most any
+    author wrote), benchmark seeds per environment, hardening rounds; empty without environments."""
+    try:
+        row = conn.execute("SELECT (SELECT max(n) FROM (SELECT count(*) AS n FROM environments WHERE round = 0 "
+                           "GROUP BY author)), max(len(benchmark_seeds)), max(round) FROM environments").fetchone()
+    except Exception:  # no environments table yet: nothing ran, nothing to compare sizes with
+        return {}
+    if row is None or row[0] is None:
+        return {}
+    return {"envs_per_author": int(row[0]), "seeds": int(row[1] or 0), "rounds": int(row[2] or 0)}
+
+
+def size_differences(planned: dict, used: dict[str, int]) -> list[str]:
+    """One line per size the plan was made for that differs from what the warehouse's run used."""
+    names = {"envs_per_author": "environments per author", "seeds": "seeds", "rounds": "hardening rounds"}
+    return [f"the plan was made for {planned[k]} {names[k]}, the warehouse's run used {used[k]}: the comparison "
+            f"sets different experiments against each other (plan again with --{k.replace('_', '-')} {used[k]})"
+            for k in names if k in planned and k in used and int(planned[k]) != used[k]]
 
 
 def pilot_path():
@@ -127,20 +154,19 @@ def known_rates(conn, registry, settings) -> tuple[dict, dict]:
     return measured, authored
 
 
+class PilotFailed(RuntimeError):
+    """A pilot that failed, said without its scratch file's name."""
+
+
 def run_pilot_command(args, registry, settings, duel, measured: dict, authored: dict, overall) -> str | None:
     """``envduels plan --pilot``: print what the pilot will spend, ask (or take --yes), run it into its own
-    warehouse and say what it paid; None when it was not run."""
-    import asyncio
+    warehouse and say what it paid; None when it was not run. One pilot at a time per home (``process_lock``):
+    a second is refused before it pays for anything, naming the first."""
     import sys
 
-    import duckdb
-
-    from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
-    from envduels_dagster.core.models.budget import BudgetLedger, caps_for, ledger_path_for
-    from envduels_dagster.core.models.call_cache import open_call_cache
-    from envduels_dagster.core.requests.pilot import PILOT_SEEDS, envs_per_pair, run_pilot
+    from envduels_dagster.core.requests.pilot import PILOT_SEEDS, envs_per_pair
     from envduels_dagster.core.requests.plan import PlanSettings, fmt_count, fmt_usd, plan_experiment
-    from envduels_dagster.settings import cache_location, envduels_home
+    from envduels_dagster.process_lock import exclusive
 
     out = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the plan's JSON
     n = envs_per_pair(len(registry.authors))
@@ -161,11 +187,26 @@ def run_pilot_command(args, registry, settings, duel, measured: dict, authored: 
         if input("run the pilot? [y/N] ").strip().lower() not in ("y", "yes"):
             print("pilot not run", file=out)
             return None
-    cache = cache_location()
-    caps = caps_for(registry, overall)
-    ledger = BudgetLedger(ledger_path_for(cache, envduels_home()), caps) if caps.active else None
-    gateway = Gateway(registry, open_call_cache(cache), RetryPolicy(), ledger=ledger, limiter=open_limiter(cache))
     path = pilot_path()
+    with exclusive(path.with_name("pilot.lock"), "another pilot (envduels plan --pilot)"):  # one per home
+        return _pilot(registry, settings, duel, plan, path, out)
+
+
+def _pilot(registry, settings, duel, plan, path, out) -> str:
+    """The pilot itself, under its lock: into a scratch warehouse that replaces the kept one when it completes."""
+    import asyncio
+
+    import duckdb
+
+    from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
+    from envduels_dagster.core.models.budget import open_ledger
+    from envduels_dagster.core.models.call_cache import open_call_cache
+    from envduels_dagster.core.requests.pilot import run_pilot
+    from envduels_dagster.settings import cache_location, envduels_home
+
+    cache = cache_location()
+    gateway = Gateway(registry, open_call_cache(cache), RetryPolicy(), ledger=open_ledger(registry, cache, envduels_home()),
+                      limiter=open_limiter(cache))
     path.parent.mkdir(parents=True, exist_ok=True)
     fresh = path.with_suffix(".new.duckdb")
     fresh.unlink(missing_ok=True)
@@ -182,8 +223,15 @@ def run_pilot_command(args, registry, settings, duel, measured: dict, authored: 
 
     try:
         result = asyncio.run(go())
-    except BaseException:
+    except BaseException as exc:
         fresh.unlink(missing_ok=True)  # a pilot cut short measures nothing: the last complete one stays
+        if isinstance(exc, Exception) and (str(fresh) in str(exc) or fresh.name in str(exc)):
+            # the scratch file is the pilot's business: say what failed, not its name (issue 44)
+            text = str(exc)
+            for name in (str(fresh), f"plans/{fresh.name}", fresh.name):
+                text = text.replace(name, "its scratch warehouse")
+            raise PilotFailed(f"the pilot failed: {text}; nothing it measured was kept"
+                              + (f" (the last complete pilot, {path}, stays)" if path.exists() else "")) from exc
         raise
     fresh.replace(path)
     return (f"pilot done: {result.episodes} episodes, {result.paid_calls} calls paid, {result.cached_calls} from the "

@@ -68,9 +68,11 @@ def run_experiment(settings: ExperimentSettings, plan=None, log=print, written_b
     from envduels_dagster import experiment
     from envduels_dagster.definitions import build_resources
     from envduels_dagster.demo import materialize_all, prepare_instance_home
+    from envduels_dagster.interrupts import quiet_orphan_watchers
 
     experiment.store(settings, written_by)
     home = prepare_instance_home()
+    quiet_orphan_watchers()  # Ctrl-C: no traceback from Dagster's per-step watcher (interrupts.py, issue 44)
     usage = _Usage(settings)
     summary = RunSummary(settings, request="", planned_calls=plan.total().calls if plan else None,
                          planned_usd=plan.total().usd if plan else None)
@@ -177,6 +179,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"The budget cap stopped {summary.stopped_at_budget} episode(s) (incomplete, left out of every "
               "statistic): raise ENVDUELS_BUDGET_USD (or --budget-usd) and run again; calls already made are not "
               "paid twice.")
+        for line in summary.counts.get("budget_stops", []):  # per pair: what each cap has left (issue 44)
+            print(f"  {line}")
     print()
     print_summary({**summary.counts, "request": summary.request})
     return 0

@@ -4,7 +4,7 @@
 import dagster as dg
 
 from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
-from envduels_dagster.core.models.budget import BudgetError, BudgetLedger, budget_from_env, caps_for, ledger_path_for
+from envduels_dagster.core.models.budget import BudgetError, BudgetLedger, open_ledger
 from envduels_dagster.core.models.call_cache import open_call_cache
 from envduels_dagster.core.models.registry import Registry, load_registry
 from envduels_dagster.settings import envduels_home
@@ -41,8 +41,5 @@ class GatewayResource(dg.ConfigurableResource):
 
     def ledger(self, registry: Registry) -> BudgetLedger | None:
         """The budget ledger beside the call cache, or None when no cap is set (nothing is then recorded)."""
-        caps = caps_for(registry, budget_from_env())
-        if not caps.active:
-            return None
         hold_s = self.max_attempts * (self.timeout_s + 20.0) + 60.0  # a call with every retry and backoff
-        return BudgetLedger(ledger_path_for(self.cache_path, envduels_home()), caps, hold_s)
+        return open_ledger(registry, self.cache_path, envduels_home(), hold_s)

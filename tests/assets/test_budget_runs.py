@@ -99,6 +99,8 @@ def test_a_model_cap_stops_a_pair_part_way_and_a_higher_cap_finishes_it_without_
     assert set(stopped["status"]) == {"incomplete"}  # never a failure, left out of every statistic
     assert md["stopped_at_budget"].value == len(stopped) and md["partial"].value is True
     assert "raise budget_usd / ENVDUELS_BUDGET_USD and re-materialize" in md["budget_note"].value
+    assert "stopped at budget (left: $" in md["budget_note"].value  # issue 44: what is left, per cap
+    assert "of novice's budget_usd=$0.05)" in md["budget_note"].value
     ledger = BudgetLedger(tmp_path / "cache" / "budget.sqlite", Caps())
     first = ledger.spent()["novice"]
     assert first["usd"] <= 0.05 and _served() - served_before == first["calls"]  # the refused calls never left
@@ -122,6 +124,11 @@ def test_a_run_over_budget_from_its_first_call_stops_with_the_reason_and_writes_
     assert not result.success
     assert "expert x apprentice stopped at budget before any episode finished; nothing was written" in failures
     assert "model 'apprentice''s budget_usd of $1e-06 would be passed" in failures
+    assert "left, the next call of 'apprentice'" in failures and "raise its budget_usd and re-run" in failures
+    from envduels_dagster.demo import _budget_stop  # the demo's line for such a run: not just "see run ..."
+
+    line = _budget_stop(result)
+    assert line.startswith(": ") and "stopped at budget before any episode finished" in line and "left" in line
     assert _episodes(tmp_path, "solver = 'apprentice'").empty
     # authoring over budget: the run fails naming the cap, no environment of that author is written
     result, failures = _run(authored_environments, instance, resources, "apprentice")

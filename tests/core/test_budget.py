@@ -98,7 +98,7 @@ def test_spending_stops_at_a_model_cap_and_the_refused_call_is_neither_made_nor_
     assert 0 < made < 100 and spent["calls"] == made == gw.stats.backend_calls["pricey"] == len(cache)
     assert spent["usd"] <= 0.5
     assert refusal is not None and "stopped_at_budget" in refusal and "model 'pricey''s budget_usd of $0.5" in refusal
-    assert "raise the cap and re-run" in refusal
+    assert "left, the next call" in refusal and "raise its budget_usd and re-run" in refusal
     # nothing is held after the refusal: reservations were settled or released
     held = ledger._conn().execute("SELECT count(*) FROM spend WHERE state = 'reserved'").fetchone()[0]
     assert held == 0

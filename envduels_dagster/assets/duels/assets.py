@@ -249,7 +249,7 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
             "cache_hits": hits,
             "seconds": seconds,
             **played.adaptive,
-            **budget_metadata(df),
+            **budget_metadata(df, gw.ledger),
             "stop_reasons": dg.MetadataValue.md(markdown_table(
                 df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
         })
@@ -272,11 +272,13 @@ def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str,
         return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, sandbox, settings, warehouse, writer)))
 
 
-def budget_metadata(df) -> dict:
+def budget_metadata(df, ledger=None) -> dict:
     """``stopped_at_budget``: episodes a spending cap cut (incomplete, excluded from every statistic, never
-    failures); ``partial``: the pair holds fewer finished episodes than it would have without the cap."""
+    failures); ``partial``: the pair holds fewer finished episodes than it would have without the cap;
+    ``budget_note``: how many, what each cap has left (from the ledger) and what to raise."""
     stopped = int((df["stop_reason"] == "stopped_at_budget").sum())
+    left = f" ({ledger.left()})" if stopped and ledger is not None else ""
     return {"stopped_at_budget": stopped, "partial": stopped > 0,
-            **({"budget_note": f"{stopped} episode(s) stopped at budget: raise budget_usd / ENVDUELS_BUDGET_USD and "
-                               "re-materialize this pair; calls already made come from the call cache"}
+            **({"budget_note": f"{stopped} episode(s) stopped at budget{left}: raise budget_usd / ENVDUELS_BUDGET_USD "
+                               "and re-materialize this pair; calls already made come from the call cache"}
                if stopped else {})}

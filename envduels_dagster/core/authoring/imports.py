@@ -75,7 +75,7 @@ def import_groups(specs: list[EnvironmentSpec], export_dir: str | Path,
     author. Names that are not partition-safe, or authors that become the same name, are refused here,
     before anything is written.
     """
-    if given:
+    if given is not None:  # '' too: an empty --author was ignored (issue 44)
         import_partition(given)  # refuse a bad --author before anything is written
         return {given: list(specs)}
     by_author: dict[str, list[EnvironmentSpec]] = {}

@@ -6,8 +6,10 @@ SQLite file beside the call cache (WAL, ``BEGIN IMMEDIATE``): a call first *rese
 case (the prompt it sends plus ``max_tokens`` of reply, at the registry's price), and is refused
 when that reservation would take the model past its ``budget_usd`` or everything past
 ``ENVDUELS_BUDGET_USD``; after the call the reservation is *settled* at what it cost. Reservations
-of every process count, so the cap holds however many runs play at once; a reservation whose
-process died expires after ``hold_s``. Spending is durable: it accumulates across runs until the
+of every process count, so the cap holds however many runs play at once. A reservation records its
+owner (host, pid and the process's start time): one whose owner is gone (killed, crashed) stops counting
+at once, the next time any process reserves or opens the ledger, instead of blocking a re-run until it
+expires after ``hold_s`` (issue 44: a killed run's 8 holds stopped its re-run $0.59 under the cap). Spending is durable: it accumulates across runs until the
 file is deleted, and a cache hit costs nothing and never consults the ledger, so raising the cap
 and re-running pays only for calls not made yet.
 
@@ -19,13 +21,16 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envduels_dagster.core.models import state_files
 from envduels_dagster.core.models.registry import ModelEntry, Registry
+from envduels_dagster.core.models.state_files import state_file
 from envduels_dagster.core.models.types import LLMError
 
 BUDGET_ENV = "ENVDUELS_BUDGET_USD"
@@ -107,7 +112,33 @@ class Reservation:
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS spend (id INTEGER PRIMARY KEY AUTOINCREMENT, model TEXT NOT NULL, "
           "state TEXT NOT NULL, usd REAL NOT NULL, prompt_tokens INTEGER NOT NULL DEFAULT 0, "
-          "completion_tokens INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, expires REAL)")
+          "completion_tokens INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, expires REAL, owner TEXT)")
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def owner_of_this_process() -> str:
+    """``host:pid:start``: the pid alone could be reused by a new process after the owner died."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid()) or '?'}"
+
+
+def owner_alive(owner: str | None) -> bool:
+    """Whether the process that made a reservation still runs (True when it cannot be told: another host,
+    or no /proc; such holds keep counting until they expire)."""
+    if not owner:
+        return True
+    host, _, rest = owner.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit() or start == "?" or not os.path.isdir("/proc/self"):
+        return True
+    return _start_time(int(pid_text)) == start
 
 
 class BudgetLedger:
@@ -116,17 +147,57 @@ class BudgetLedger:
 
     def __init__(self, path: str | Path, caps: Caps, hold_s: float = 3600.0):
         self.path, self.caps, self.hold_s = Path(path), caps, hold_s
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._owner = (os.getpid(), owner_of_this_process())
         self._local = threading.local()
-        self._conn().execute(SCHEMA)
+        with state_file(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._conn()
+            conn.execute(SCHEMA)
+            if "owner" not in {row[1] for row in conn.execute("PRAGMA table_info(spend)")}:  # a ledger of before
+                conn.execute("ALTER TABLE spend ADD COLUMN owner TEXT")
+            self.release_dead()
+
+    @property
+    def owner(self) -> str:
+        """This process's owner string (computed again in a forked child: its holds are its own)."""
+        if self._owner[0] != os.getpid():
+            self._owner = (os.getpid(), owner_of_this_process())
+        return self._owner[1]
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            with state_file(self.path):
+                conn = sqlite3.connect(self.path, timeout=state_files.BUSY_TIMEOUT_S, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
             self._local.conn = conn
         return conn
+
+    def _dead_owners(self, conn: sqlite3.Connection) -> list[str]:
+        owners = conn.execute("SELECT DISTINCT owner FROM spend WHERE state = 'reserved' AND owner IS NOT NULL")
+        return [o for (o,) in owners.fetchall() if not owner_alive(o)]
+
+    def release_dead(self) -> int:
+        """Drop the reservations of processes that are gone; how many were dropped."""
+        with state_file(self.path):
+            conn = self._conn()
+            dead = self._dead_owners(conn)
+            if not dead:
+                return 0
+            marks = ",".join("?" * len(dead))
+            return conn.execute(f"DELETE FROM spend WHERE state = 'reserved' AND owner IN ({marks})", dead).rowcount
+
+    def left(self) -> str:
+        """What each cap has left (spent and held counted), for the messages of a stop at the cap."""
+        with state_file(self.path):
+            conn, now, parts = self._conn(), time.time(), []
+            if self.caps.total is not None:
+                parts.append(f"${max(0.0, self.caps.total - self._committed(conn, None, now)):.4f} of the overall "
+                             f"{BUDGET_ENV}=${self.caps.total:g}")
+            for model, cap in sorted(self.caps.per_model.items()):
+                parts.append(f"${max(0.0, cap - self._committed(conn, model, now)):.4f} of {model}'s "
+                             f"budget_usd=${cap:g}")
+        return "left: " + ", ".join(parts) if parts else "no cap is set"
 
     def applies_to(self, entry: ModelEntry) -> bool:
         """Whether calls of ``entry`` are counted: a cap is set and the model has a price."""
@@ -141,9 +212,17 @@ class BudgetLedger:
     def reserve(self, entry: ModelEntry, messages: list[dict[str, str]]) -> Reservation:
         """Hold the call's worst case, or raise BudgetExhausted when it would pass a cap (nothing held then)."""
         worst = entry.cost(estimate_prompt_tokens(messages), entry.max_tokens)
+        with state_file(self.path):
+            return self._reserve(entry, worst)
+
+    def _reserve(self, entry: ModelEntry, worst: float) -> Reservation:
         conn, now = self._conn(), time.time()
         conn.execute("BEGIN IMMEDIATE")  # one writer at a time across processes: check and hold together
         try:
+            dead = self._dead_owners(conn)
+            if dead:  # a killed run's holds: gone at once, not after hold_s
+                conn.execute(f"DELETE FROM spend WHERE state = 'reserved' AND owner IN ({','.join('?' * len(dead))})",
+                             dead)
             checks = [(self.caps.per_model.get(entry.name), entry.name, f"model {entry.name!r}'s budget_usd")]
             checks.append((self.caps.total, None, f"the overall {BUDGET_ENV}"))
             for cap, model, label in checks:
@@ -152,11 +231,12 @@ class BudgetLedger:
                 committed = self._committed(conn, model, now)
                 if committed + worst > cap:
                     raise BudgetExhausted(
-                        f"{label} of ${cap:g} would be passed: ${committed:.4f} spent or held, the next call of "
-                        f"{entry.name!r} may cost up to ${worst:.4f}; raise the cap and re-run (calls already made "
-                        "come from the call cache)")
-            cur = conn.execute("INSERT INTO spend (model, state, usd, created, expires) VALUES (?, 'reserved', ?, ?, ?)",
-                               [entry.name, worst, now, now + self.hold_s])
+                        f"{label} of ${cap:g} would be passed: ${committed:.4f} spent or held, "
+                        f"${max(0.0, cap - committed):.4f} left, the next call of {entry.name!r} may cost up to "
+                        f"${worst:.4f}; raise {'ENVDUELS_BUDGET_USD' if model is None else 'its budget_usd'} and "
+                        "re-run (calls already made come from the call cache)")
+            cur = conn.execute("INSERT INTO spend (model, state, usd, created, expires, owner) "
+                               "VALUES (?, 'reserved', ?, ?, ?, ?)", [entry.name, worst, now, now + self.hold_s, self.owner])
             rid = int(cur.lastrowid or 0)
         except BaseException:
             conn.execute("ROLLBACK")
@@ -166,18 +246,21 @@ class BudgetLedger:
 
     def settle(self, reservation: Reservation, usd: float, prompt_tokens: int, completion_tokens: int) -> None:
         """Turn the reservation into what the call cost."""
-        self._conn().execute("UPDATE spend SET state = 'spent', usd = ?, prompt_tokens = ?, completion_tokens = ?, "
+        with state_file(self.path):
+            self._conn().execute("UPDATE spend SET state = 'spent', usd = ?, prompt_tokens = ?, completion_tokens = ?, "
                              "expires = NULL WHERE id = ?",
-                             [float(usd), int(prompt_tokens), int(completion_tokens), reservation.id])
+                                 [float(usd), int(prompt_tokens), int(completion_tokens), reservation.id])
 
     def release(self, reservation: Reservation) -> None:
         """The call failed before a reply: providers do not charge for it, the hold goes."""
-        self._conn().execute("DELETE FROM spend WHERE id = ? AND state = 'reserved'", [reservation.id])
+        with state_file(self.path):
+            self._conn().execute("DELETE FROM spend WHERE id = ? AND state = 'reserved'", [reservation.id])
 
     def spent(self) -> dict[str, dict[str, float]]:
         """Per model: settled calls, tokens and dollars (reservations not included)."""
-        rows = self._conn().execute("SELECT model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(usd) "
-                                    "FROM spend WHERE state = 'spent' GROUP BY model ORDER BY model").fetchall()
+        with state_file(self.path):
+            rows = self._conn().execute("SELECT model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(usd) "
+                                        "FROM spend WHERE state = 'spent' GROUP BY model ORDER BY model").fetchall()
         return {m: {"calls": n, "prompt_tokens": p, "completion_tokens": c, "usd": u} for m, n, p, c, u in rows}
 
     def close(self) -> None:
@@ -185,6 +268,16 @@ class BudgetLedger:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def open_ledger(registry: Registry, cache_location: str, home: Path | None,
+                hold_s: float = 3600.0) -> BudgetLedger | None:
+    """The ledger every entry point that calls models uses (the runs, ``play``, the pilot): None when no cap is
+    set; BudgetError before any call when ``ENVDUELS_BUDGET_USD`` or a capped model's price cannot be used."""
+    caps = caps_for(registry, budget_from_env())
+    if not caps.active:
+        return None
+    return BudgetLedger(ledger_path_for(cache_location, home), caps, hold_s)
 
 
 def ledger_path_for(cache_location: str, home: Path | None = None) -> Path:

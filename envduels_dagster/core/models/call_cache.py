@@ -17,7 +17,9 @@ from typing import Any
 
 import orjson
 
+from envduels_dagster.core.models import state_files
 from envduels_dagster.core.models.cache_batching import BatchedPuts
+from envduels_dagster.core.models.state_files import state_file
 
 _ORJSON_SAFE = (str, int, bool, type(None))  # types whose orjson output equals json.dumps(ensure_ascii=False)
 
@@ -64,18 +66,19 @@ def request_key(request: dict[str, Any]) -> str:
 class CallCache(BatchedPuts):
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._init_batching()
-        with self._conn() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, response TEXT, created REAL)"
-            )
+        with state_file(self.path):  # corrupt, locked, read-only: an error naming the file (issue 44)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._conn() as conn:
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, model TEXT, response TEXT, created REAL)"
+                )
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=state_files.BUSY_TIMEOUT_S, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
@@ -85,11 +88,16 @@ class CallCache(BatchedPuts):
         pending = self.pending(key)
         if pending is not None:
             return pending
-        row = self._conn().execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
+        with state_file(self.path):
+            row = self._conn().execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def _write(self, rows: list[tuple]) -> None:
         """Write ``rows`` (key, model, response, created) in one transaction."""
+        with state_file(self.path):
+            self._write_in(rows)
+
+    def _write_in(self, rows: list[tuple]) -> None:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -85,9 +85,14 @@ class Gateway:
         Returns whether a reservation was made (its tokens are settled after the reply)."""
         if not (entry.requests_per_minute or entry.tokens_per_minute or entry.provider in self._held):
             return False
-        slot = 60.0 / entry.requests_per_minute if entry.requests_per_minute else 0.0
+        # Headroom under the provider's own window (issue 44): spaced at exactly 60 / rpm, a call that starts a
+        # few milliseconds early meets a provider bucket not yet refilled (19 rate-limit errors in 30 calls at
+        # 40 rpm, serve-sim --rpm 40); at LIMIT_HEADROOM of the limit, none (docs/RELIABILITY.md).
+        rpm = entry.requests_per_minute * LIMIT_HEADROOM if entry.requests_per_minute else None
+        tpm = entry.tokens_per_minute * LIMIT_HEADROOM if entry.tokens_per_minute else None
+        slot = 60.0 / rpm if rpm else 0.0
         for _ in range(LATE_RESERVATIONS):
-            wait = self.limiter.reserve(entry.provider, entry.requests_per_minute, entry.tokens_per_minute, tokens)
+            wait = self.limiter.reserve(entry.provider, rpm, tpm, tokens)
             due = time.monotonic() + wait
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -230,7 +235,7 @@ class Gateway:
             if reserved and entry.tokens_per_minute:
                 used = done.prompt_tokens + done.completion_tokens
                 if used != estimate:
-                    self.limiter.settle(entry.provider, entry.tokens_per_minute, used - estimate)
+                    self.limiter.settle(entry.provider, entry.tokens_per_minute * LIMIT_HEADROOM, used - estimate)
             return self._response(entry, done, time.perf_counter() - t0, attempt, errors)
         raise AssertionError("unreachable")
 
@@ -250,6 +255,7 @@ def _out_of_time(policy: RetryPolicy, timeout_s: float, budget: float, errors: l
 MIN_ATTEMPT_FRACTION = 0.05  # an attempt with less than this share of timeout_s left is not started
 
 
+LIMIT_HEADROOM = 0.9  # the share of a registry's requests/tokens per minute the limiter schedules
 LATE_RESERVATIONS = 3  # a call woken late gives its slot up at most this often, then goes
 LATE_TOLERANCE_S = 0.05
 

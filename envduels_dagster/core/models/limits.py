@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from envduels_dagster.core.models import state_files
+from envduels_dagster.core.models.state_files import state_file
+
 POSTGRES_TABLE = "envduels_provider_limits"
 SQLITE_NAME = "provider_limits.sqlite"
 
@@ -90,7 +93,7 @@ class SqliteLimiter:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=state_files.BUSY_TIMEOUT_S, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("CREATE TABLE IF NOT EXISTS limits (pool TEXT PRIMARY KEY, req_next REAL NOT NULL, "
@@ -99,6 +102,10 @@ class SqliteLimiter:
         return conn
 
     def _update(self, pool: str, change) -> float:
+        with state_file(self.path):  # corrupt, locked, read-only: an error naming the file (issue 44)
+            return self._update_in(pool, change)
+
+    def _update_in(self, pool: str, change) -> float:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")  # the write lock first: two processes never read the same state
         try:

@@ -33,6 +33,12 @@ SECRET_PARAM = re.compile(r"(key|secret|password|token$|authorization|bearer|cre
 RESERVED_PARAMS = frozenset({"model", "messages", "api_base", "base_url", "api_key", "headers", "extra_headers",
                              "stream", "n", "seed", "timeout", "temperature", "max_tokens"})
 DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024
+# Ceilings no provider's list price or limit comes near (issue 44: a price of 1e308 passed, and `play --json`
+# printed "cost_usd": Infinity, `plan` "$inf"): a typo of a few zeros is refused instead of breaking sums.
+MAX_PRICE_PER_MTOK = 10_000.0  # US dollars per million tokens (the dearest list prices are ~$150-600)
+MAX_BUDGET_USD = 10_000_000.0
+MAX_PER_MINUTE = 1_000_000.0  # requests per minute
+MAX_TOKENS_PER_MINUTE = 1e10
 # The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/project_files.py).
 DEFAULT_REGISTRY = project_file("models.yaml")
 
@@ -64,25 +70,27 @@ class ModelEntry(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(1024, ge=1, le=200_000)
     max_concurrency: int = Field(8, ge=1, le=1024)
-    requests_per_minute: float | None = Field(None, gt=0)  # provider rate limit, shared by the pool in a run
+    requests_per_minute: float | None = Field(None, gt=0, le=MAX_PER_MINUTE, allow_inf_nan=False)  # provider limit
     # Client path: "auto" takes the lean HTTP client for OpenAI-compatible servers given by api_base
     # (openai/... or hosted_vllm/...), litellm for everything else.
     client: Literal["auto", "litellm", "fast"] = "auto"
     # The endpoint is an `envduels serve-sim` server: send the engine's typed request next to the
     # messages (body field envduels_request). Never set it for a real provider (docs/DECISIONS.md).
     request_contract: bool = False
-    input_cost_per_mtok: float = Field(0.0, ge=0.0, allow_inf_nan=False)
-    output_cost_per_mtok: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    input_cost_per_mtok: float = Field(0.0, ge=0.0, le=MAX_PRICE_PER_MTOK, allow_inf_nan=False)
+    output_cost_per_mtok: float = Field(0.0, ge=0.0, le=MAX_PRICE_PER_MTOK, allow_inf_nan=False)
     # --- the practitioner's experiment (issue 30) ---
     # What the model does: "author" writes environments, "solver" plays them. A solver-only model is a
     # target learner that writes nothing; an author-only model writes and never plays.
     roles: tuple[Role, ...] = ROLES
-    budget_usd: float | None = Field(None, gt=0, allow_inf_nan=False)  # spending cap for this model's calls
+    budget_usd: float | None = Field(None, gt=0, le=MAX_BUDGET_USD, allow_inf_nan=False)  # cap for this model's calls
     # --- real providers (issue 31) ---
     timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False)  # per call; reasoning models need minutes
     params: dict[str, Any] = Field(default_factory=dict)  # provider options passed as given (plain JSON values)
-    reasoning_cost_per_mtok: float | None = Field(None, ge=0.0, allow_inf_nan=False)  # None: priced as output
-    tokens_per_minute: float | None = Field(None, gt=0, allow_inf_nan=False)  # provider TPM limit, per pool
+    reasoning_cost_per_mtok: float | None = Field(None, ge=0.0, le=MAX_PRICE_PER_MTOK,
+                                                  allow_inf_nan=False)  # None: priced as output
+    tokens_per_minute: float | None = Field(None, gt=0, le=MAX_TOKENS_PER_MINUTE,
+                                            allow_inf_nan=False)  # provider TPM limit, per pool
     # Calls in flight for the pool across all pairs of a run (issue 35); None: max_concurrency.
     max_in_flight: int | None = Field(None, ge=1, le=4096)
     # Cap on one reply's body, raw and decompressed: past it the call fails as malformed (issue 31).
@@ -101,6 +109,8 @@ class ModelEntry(BaseModel):
         prefix, _, rest = v.partition("/")
         if not prefix.strip() or not rest.strip() or v != v.strip():
             raise ValueError("must look like 'provider/model' (e.g. openai/gpt-4o-mini or envduels-sim/expert)")
+        if any(c.isspace() or not c.isprintable() for c in v):  # a newline inside was accepted (issue 44)
+            raise ValueError(f"must not contain spaces, newlines or control characters, got {v!r}")
         from envduels_dagster.core.models.providers import check_model_string  # (imports the registry)
 
         check_model_string(v)  # a registered provider may reject the model (e.g. an unknown simulated profile)

@@ -55,6 +55,7 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
     if not isinstance(entries, list):
         raise ExportFormatError(f"{manifest_path}: 'environments' must be a list")
     specs = []
+    seen: dict[str, int] = {}
     for index, item in enumerate(entries, start=1):
         if not isinstance(item, dict):
             raise ExportFormatError(f"{manifest_path}: environment #{index} must be a JSON object")
@@ -62,6 +63,13 @@ def load_export(root: str | Path) -> list[EnvironmentSpec]:
         for key in ("id", "source", "source_sha256", "class_name"):
             if key not in item:
                 raise ExportFormatError(f"environment {env_id!r}: manifest entry lacks {key!r}")
+        if env_id in seen:  # two entries, one id: validated with exit 0 and one silently replaced the other
+            raise ExportFormatError(f"{manifest_path}: environments #{seen[env_id]} and #{index} share the id "
+                                    f"{env_id!r}; give each environment its own id")
+        seen[env_id] = index
+        if isinstance(item.get("max_turns"), bool):  # JSON true was read as max_turns 1
+            raise ExportFormatError(f"environment {env_id!r}: max_turns must be an integer 1..200, got "
+                                    f"{json.dumps(item['max_turns'])}")
         source_path = _inside(root, item.get("source"), "source", env_id)
         _fits(source_path, MAX_SOURCE_BYTES, env_id, f"source {item.get('source')!r}")
         raw = source_path.read_bytes()  # hash the bytes as written: read_text() would translate CRLF
