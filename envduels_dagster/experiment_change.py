@@ -31,10 +31,10 @@ def plan_for(settings: ExperimentSettings):
 
 def settle(new: ExperimentSettings, sources: dict[str, str], command: str, yes: bool, always_ask: bool = False,
            out=None):
-    """Before ``command`` runs anything: store ``new`` when nothing is stored; when it changes the stored settings
-    (or ``always_ask``: a paid run), print what changes and the plan's price, and go on only with ``yes`` or a
-    "y" typed at a terminal. Refused: UsageError, and nothing was run or written. Returns the plan it printed
-    (None when it printed none)."""
+    """Before ``command`` runs anything: when ``new`` changes the stored settings (or ``always_ask``: a paid run),
+    print what changes and the plan's price, and go on only with ``yes`` or a "y" typed at a terminal (the
+    caller then stores ``new``; nothing stored yet: nothing to ask about unless ``always_ask``). Refused:
+    UsageError, and nothing was run or written. Returns the plan it printed (None when it printed none)."""
     from envduels_dagster import experiment
     from envduels_dagster.cli_errors import UsageError
     from envduels_dagster.core.models.budget import budget_from_env
