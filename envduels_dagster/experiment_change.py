@@ -51,9 +51,15 @@ def settle(new: ExperimentSettings, sources: dict[str, str], command: str, yes: 
         print(f"This changes the experiment's stored settings ({experiment.path_in(experiment.home_dir())}): "
               f"{'; '.join(changed)}. What the new settings plan:", file=out)
     print(format_plan(plan, registry, budget_from_env()), file=out)
-    if changed:
+    kept = experiment.stored()
+    if changed and kept is not None and (kept.envs_per_author, kept.seeds) != (new.envs_per_author, new.seeds):
+        # the authoring prompt names the number of environments and the seeds (core/authoring/prompts.py), so
+        # every authoring call is new, and so is all play of what it writes: the whole plan above is paid again
+        print("Every authoring prompt names the number of environments and the seeds, so this change writes and "
+              "plays the whole experiment again: it costs the whole plan above.", file=out)
+    elif changed:
         try:
-            _, old = plan_for(experiment.stored() or new)
+            _, old = plan_for(kept or new)
         except Exception:  # e.g. the old registry file is gone: the new plan above still holds
             old = None
         if old is not None:

@@ -67,10 +67,11 @@ def run_experiment(settings: ExperimentSettings, plan=None, log=print, written_b
     import dagster as dg
 
     from envduels_dagster import experiment
-    from envduels_dagster.definitions import build_resources
+    from envduels_dagster.definitions import build_definitions, build_resources
     from envduels_dagster.demo import materialize_all, prepare_instance_home
 
     experiment.store(settings, written_by)
+    build_definitions.cache_clear()  # the round assets follow the stored rounds, also on a second call in a process
     home = prepare_instance_home()
     usage = _Usage(settings)
     summary = RunSummary(settings, request="", planned_calls=plan.total().calls if plan else None,
