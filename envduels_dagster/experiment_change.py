@@ -31,10 +31,10 @@ def plan_for(settings: ExperimentSettings):
 
 def settle(new: ExperimentSettings, sources: dict[str, str], command: str, yes: bool, always_ask: bool = False,
            out=None):
-    """Before ``command`` runs anything: store ``new`` when nothing is stored; when it changes the stored settings
-    (or ``always_ask``: a paid run), print what changes and the plan's price, and go on only with ``yes`` or a
-    "y" typed at a terminal. Refused: UsageError, and nothing was run or written. Returns the plan it printed
-    (None when it printed none)."""
+    """Before ``command`` runs anything: when ``new`` changes the stored settings (or ``always_ask``: a paid run),
+    print what changes and the plan's price, and go on only with ``yes`` or a "y" typed at a terminal (the
+    caller then stores ``new``; nothing stored yet: nothing to ask about unless ``always_ask``). Refused:
+    UsageError, and nothing was run or written. Returns the plan it printed (None when it printed none)."""
     from envduels_dagster import experiment
     from envduels_dagster.cli_errors import UsageError
     from envduels_dagster.core.models.budget import budget_from_env
@@ -51,9 +51,15 @@ def settle(new: ExperimentSettings, sources: dict[str, str], command: str, yes: 
         print(f"This changes the experiment's stored settings ({experiment.path_in(experiment.home_dir())}): "
               f"{'; '.join(changed)}. What the new settings plan:", file=out)
     print(format_plan(plan, registry, budget_from_env()), file=out)
-    if changed:
+    kept = experiment.stored()
+    if changed and kept is not None and (kept.envs_per_author, kept.seeds) != (new.envs_per_author, new.seeds):
+        # the authoring prompt names the number of environments and the seeds (core/authoring/prompts.py), so
+        # every authoring call is new, and so is all play of what it writes: the whole plan above is paid again
+        print("Every authoring prompt names the number of environments and the seeds, so this change writes and "
+              "plays the whole experiment again: it costs the whole plan above.", file=out)
+    elif changed:
         try:
-            _, old = plan_for(experiment.stored() or new)
+            _, old = plan_for(kept or new)
         except Exception:  # e.g. the old registry file is gone: the new plan above still holds
             old = None
         if old is not None:

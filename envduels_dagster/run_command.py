@@ -28,8 +28,9 @@ class StageProgress:
     calls: float  # used so far by the experiment (call-cache hits included), as the warehouse records them
     usd: float  # those calls at list price, priced models only
     unpriced: bool  # some calls were of a model without a price (not counted as $0)
-    paid_calls: int  # paid by this run so far, as the budget ledger counted them (0 when no cap keeps a ledger)
+    paid_calls: int  # paid by this run so far, as the budget ledger counted them
     paid_usd: float
+    paid_counted: bool = True  # False: no cap is set, so the ledger counts nothing (paid calls are not known)
 
 
 @dataclass
@@ -66,11 +67,12 @@ def run_experiment(settings: ExperimentSettings, plan=None, log=print, written_b
     import dagster as dg
 
     from envduels_dagster import experiment
-    from envduels_dagster.definitions import build_resources
+    from envduels_dagster.definitions import build_definitions, build_resources
     from envduels_dagster.demo import materialize_all, prepare_instance_home
     from envduels_dagster.interrupts import quiet_orphan_watchers
 
     experiment.store(settings, written_by)
+    build_definitions.cache_clear()  # the round assets follow the stored rounds, also on a second call in a process
     home = prepare_instance_home()
     quiet_orphan_watchers()  # Ctrl-C: no traceback from Dagster's per-step watcher (interrupts.py, issue 44)
     usage = _Usage(settings)
@@ -98,16 +100,21 @@ def format_progress(stage: StageProgress, summary: RunSummary) -> str:
     planned = ("" if summary.planned_calls is None else
                f" of planned {fmt_count(summary.planned_calls)} calls, {fmt_usd(summary.planned_usd)}")
     unpriced = " + unpriced" if stage.unpriced else ""
+    paid = (f"paid by this run {stage.paid_calls} calls ${stage.paid_usd:.4f} (budget ledger)" if stage.paid_counted
+            else "paid: not counted (no budget cap; --budget-usd caps and counts it)")
     return (f"[spent] after {stage.label} ({stage.secs:.1f}s): {fmt_count(stage.calls)} calls, {fmt_usd(stage.usd)}"
-            f"{unpriced} at list price so far{planned}; paid by this run {stage.paid_calls} calls "
-            f"${stage.paid_usd:.4f} (budget ledger)")
+            f"{unpriced} at list price so far{planned}; {paid}")
 
 
 class _Usage:
     """What the experiment has used (warehouse, cache hits included) and this run has paid (budget ledger)."""
 
     def __init__(self, settings: ExperimentSettings):
+        from envduels_dagster.core.models.budget import budget_from_env, caps_for
+        from envduels_dagster.core.models.registry import load_registry
+
         self.settings = settings
+        self.counted = caps_for(load_registry(settings.registry), budget_from_env()).active
         self.start = self._paid()
 
     def _paid(self) -> tuple[int, float]:
@@ -136,7 +143,7 @@ class _Usage:
         unpriced = any(ln.usd is None and ln.calls for ln in lines)
         calls, paid = self._paid()
         return StageProgress(label, secs, sum(ln.calls for ln in lines), usd, unpriced, calls - self.start[0],
-                             paid - self.start[1])
+                             paid - self.start[1], self.counted)
 
     def stopped_at_budget(self) -> int:
         from envduels_dagster.demo import _read

@@ -218,3 +218,52 @@ def test_the_sensor_launches_nothing_on_an_unusable_settings_file_and_says_why(h
     runs, _, skip = _sensor_tick(instance, tmp_path)
     assert runs == [] and instance.get_dynamic_partitions(MODELS_PARTITION) == []
     assert str(home / "experiment.json") in skip.skip_message and "field envs_per_author" in skip.skip_message
+
+
+@pytest.mark.slow  # two in-process runs of the whole pipeline on two simulated models (1-3 min on 2 shared cores)
+def test_run_experiment_reports_each_stage_against_the_plan_and_a_larger_wave_pays_only_what_is_new(home, monkeypatch,
+                                                                                                    tmp_path):
+    """The function under ``envduels run`` (and ``run --until-decided``'s waves): it stores the settings, runs every
+    stage, and returns what each stage used and paid; run again, it pays nothing (the call cache). A wave with more
+    environments per author stores the new size and, today, pays for all of it: the authoring prompt names the
+    number of environments (core/authoring/prompts.py ``author_messages``), so no earlier call is reused."""
+    import duckdb
+
+    from envduels_dagster.experiment import requested, with_envs
+    from envduels_dagster.experiment_change import plan_for
+    from envduels_dagster.run_command import run_experiment
+
+    registry = tmp_path / "models.yaml"
+    registry.write_text("models:\n" + "".join(
+        f"  - {{name: {n}, model: envduels-sim/{n}, input_cost_per_mtok: 1, output_cost_per_mtok: 2}}\n"
+        for n in ("oracle", "novice")))
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(registry))
+    monkeypatch.setenv("ENVDUELS_BUDGET_USD", "100")  # a cap: the ledger counts what is paid
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    from envduels_dagster.definitions import build_definitions
+
+    build_definitions.cache_clear()  # built by another test with other rounds: the stored rounds decide here
+    first, _ = requested({"envs_per_author": 1, "seeds": 1, "rounds": 0})
+    _, plan = plan_for(first)
+    lines: list[str] = []
+    one = run_experiment(first, plan, log=lines.append, learners=False)
+    assert read(home) == first
+    labels = [s.label for s in one.stages]
+    assert labels[0] == "model_registry" and labels[-1] == "marts and rankings"
+    assert "round 0 authoring [oracle]" in labels and any(x.startswith("round 0 pairs") for x in labels)
+    calls = [s.calls for s in one.stages]
+    assert calls == sorted(calls) and calls[-1] > 0  # used so far only grows
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as conn:
+        used = conn.execute("SELECT (SELECT sum(author_calls) FROM environments) + "
+                            "(SELECT sum(model_calls) FROM episodes)").fetchone()[0]
+    assert one.calls == used and one.planned_calls == plan.total().calls and one.stopped_at_budget == 0
+    assert 0 < one.stages[-1].paid_calls <= used and one.paid_usd > 0
+    assert sum("[spent] after" in line and "of planned" in line for line in lines) == len(labels)
+    # the same settings again: every call comes from the call cache, nothing is paid
+    again = run_experiment(first, log=lines.append, learners=False)
+    assert again.calls == one.calls and again.stages[-1].paid_calls == 0 and again.paid_usd == 0
+    # a larger wave stores its size; its authoring prompts name the new count, so it is written and paid anew
+    two = run_experiment(with_envs(first, 2), log=lines.append, learners=False)
+    assert read(home).envs_per_author == 2 and two.calls > one.calls
+    assert two.stages[-1].paid_calls > two.calls - one.calls  # more than what is new: the first wave's calls again
+    build_definitions.cache_clear()

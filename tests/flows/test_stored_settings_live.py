@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 FIRST, ADDED = ["oracle", "novice"], "expert"
 ROWS = {  # what "the warehouse is unchanged" compares: every row of the tables the daemon would rewrite
-    "environments": "SELECT env_id, author, round, source_sha256, valid, benchmark_seeds FROM environments ORDER BY 1",
+    "environments": "SELECT env_id, author, round, source_sha256, valid, benchmark_seeds::VARCHAR FROM environments ORDER BY 1",
     "episodes": "SELECT env_id, solver, condition, seed, status, turns FROM episodes ORDER BY 1, 2, 3, 4",
     "pair_lift": "SELECT round, author, solver, n_envs, lift FROM pair_lift ORDER BY 1, 2, 3",
 }
