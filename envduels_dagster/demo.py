@@ -7,6 +7,7 @@ Runs land in the persistent instance under ENVDUELS_HOME so that `envduels ui`
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import shutil
@@ -123,14 +124,15 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     request = f"demo-{int(time.time())}"
     stages: dict[str, int] = {}
 
-    def run(assets, partition_key=None, label="", job="", stage="", provider_of=None, extra_tags=None):
+    def run(assets, partition_key=None, label="", job="", stage="", provider_of=None, extra_tags=None, quiet=True):
         t0 = time.perf_counter()
         tags = {REQUEST_TAG: request, STAGE_TAG: str(stages.setdefault(stage, len(stages))), "envduels/demo": stage}
         provider = providers.get(provider_of or "")
         if provider:
             tags[PROVIDER_TAG] = provider
         chatter = io.StringIO()  # dbt echoes its whole log to stdout; keep it for failures only
-        with contextlib.redirect_stdout(chatter):
+        # (``quiet=False``: runs on threads, whose caller silences stdout once: redirect_stdout is process-wide)
+        with contextlib.redirect_stdout(chatter) if quiet else contextlib.nullcontext():
             result = jobs.get_job_def(job).execute_in_process(
                 instance=instance, partition_key=partition_key, run_config=QUIET, raise_on_error=False,
                 tags={**tags, **(extra_tags or {}), **worker_tags()}, asset_selection=[k for a in assets for k in a.keys])
@@ -153,9 +155,12 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     pairs = roster.pairs(0)  # only registry models here: imports are played by the request sensor
     writers = list(roster.authors)
     for r in rounds:
-        for i, author in enumerate(writers, 1):
-            result, secs = run(authors[r], author, f"round {r} authoring [{author}]", stage_job("authors", r),
-                               f"authors round {r}", author)
+        # Every author's run at once (one author's wall time, not the sum: a real authoring call takes minutes),
+        # as the request sensor launches them; each run's gateway keeps its provider's limits.
+        written = _at_once([functools.partial(run, authors[r], author, f"round {r} authoring [{author}]",
+                                              stage_job("authors", r), f"authors round {r}", author, quiet=False)
+                            for author in writers])
+        for i, (author, (result, secs)) in enumerate(zip(writers, written), 1):
             md = meta(result, authors[r])
             log(f"[round {r} author {i}/{len(writers)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid "
                 f"({secs:.1f}s)")
@@ -192,6 +197,24 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
         result, secs = run(after_learners, label="studies", job="studies_job", stage="studies")
         log(f"[studies] {', '.join(a.key.to_user_string() for a in after_learners)} ({secs:.1f}s)")
     return {**counts, "request": request}
+
+
+def _at_once(calls: list) -> list:
+    """``calls`` (in-process Dagster runs) on threads at once, their results in order; stdout silenced once for
+    all of them. Every call is awaited; then the first failure (in order) is raised, a Ctrl-C first of all."""
+    import concurrent.futures
+
+    if len(calls) == 1:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return [calls[0]()]
+    with contextlib.redirect_stdout(io.StringIO()), \
+            concurrent.futures.ThreadPoolExecutor(len(calls), thread_name_prefix="envduels-author") as pool:
+        futures = [pool.submit(call) for call in calls]
+        concurrent.futures.wait(futures)
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    for error in sorted(errors, key=lambda e: not isinstance(e, KeyboardInterrupt)):
+        raise error
+    return [f.result() for f in futures]
 
 
 def _interrupted(result) -> bool:
