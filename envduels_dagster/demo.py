@@ -7,7 +7,6 @@ Runs land in the persistent instance under ENVDUELS_HOME so that `envduels ui`
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import os
 import shutil
@@ -88,6 +87,7 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     from envduels_dagster.core.requests.roster import Roster
     from envduels_dagster.core.requests.stages import Stage
     from envduels_dagster.definitions import build_definitions, build_resources
+    from envduels_dagster.demo_prefetch import prefetch_authoring
     from envduels_dagster.run_coordinator import PROVIDER_TAG
     from envduels_dagster.run_launcher import worker_tags  # a killed demo's run is then failed by run monitoring
 
@@ -124,15 +124,14 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     request = f"demo-{int(time.time())}"
     stages: dict[str, int] = {}
 
-    def run(assets, partition_key=None, label="", job="", stage="", provider_of=None, extra_tags=None, quiet=True):
+    def run(assets, partition_key=None, label="", job="", stage="", provider_of=None, extra_tags=None):
         t0 = time.perf_counter()
         tags = {REQUEST_TAG: request, STAGE_TAG: str(stages.setdefault(stage, len(stages))), "envduels/demo": stage}
         provider = providers.get(provider_of or "")
         if provider:
             tags[PROVIDER_TAG] = provider
         chatter = io.StringIO()  # dbt echoes its whole log to stdout; keep it for failures only
-        # (``quiet=False``: runs on threads, whose caller silences stdout once: redirect_stdout is process-wide)
-        with contextlib.redirect_stdout(chatter) if quiet else contextlib.nullcontext():
+        with contextlib.redirect_stdout(chatter):
             result = jobs.get_job_def(job).execute_in_process(
                 instance=instance, partition_key=partition_key, run_config=QUIET, raise_on_error=False,
                 tags={**tags, **(extra_tags or {}), **worker_tags()}, asset_selection=[k for a in assets for k in a.keys])
@@ -155,12 +154,12 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     pairs = roster.pairs(0)  # only registry models here: imports are played by the request sensor
     writers = list(roster.authors)
     for r in rounds:
-        # Every author's run at once (one author's wall time, not the sum: a real authoring call takes minutes),
-        # as the request sensor launches them; each run's gateway keeps its provider's limits.
-        written = _at_once([functools.partial(run, authors[r], author, f"round {r} authoring [{author}]",
-                                              stage_job("authors", r), f"authors round {r}", author, quiet=False)
-                            for author in writers])
-        for i, (author, (result, secs)) in enumerate(zip(writers, written), 1):
+        # every remote author's calls of the round at once, then its run reads them from the call cache
+        # (demo_prefetch.py: Dagster's in-process runs cannot run on threads)
+        prefetch_authoring(resources, registry, writers, r, log)
+        for i, author in enumerate(writers, 1):
+            result, secs = run(authors[r], author, f"round {r} authoring [{author}]", stage_job("authors", r),
+                               f"authors round {r}", author)
             md = meta(result, authors[r])
             log(f"[round {r} author {i}/{len(writers)}] {author}: {md['valid'].value}/{md['num_rows'].value} valid "
                 f"({secs:.1f}s)")
@@ -197,24 +196,6 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
         result, secs = run(after_learners, label="studies", job="studies_job", stage="studies")
         log(f"[studies] {', '.join(a.key.to_user_string() for a in after_learners)} ({secs:.1f}s)")
     return {**counts, "request": request}
-
-
-def _at_once(calls: list) -> list:
-    """``calls`` (in-process Dagster runs) on threads at once, their results in order; stdout silenced once for
-    all of them. Every call is awaited; then the first failure (in order) is raised, a Ctrl-C first of all."""
-    import concurrent.futures
-
-    if len(calls) == 1:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return [calls[0]()]
-    with contextlib.redirect_stdout(io.StringIO()), \
-            concurrent.futures.ThreadPoolExecutor(len(calls), thread_name_prefix="envduels-author") as pool:
-        futures = [pool.submit(call) for call in calls]
-        concurrent.futures.wait(futures)
-    errors = [f.exception() for f in futures if f.exception() is not None]
-    for error in sorted(errors, key=lambda e: not isinstance(e, KeyboardInterrupt)):
-        raise error
-    return [f.result() for f in futures]
 
 
 def _interrupted(result) -> bool:

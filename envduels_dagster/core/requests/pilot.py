@@ -11,8 +11,8 @@ environment, seed and condition, so the same calls): the run replays them from t
 pilot pays is therefore part of the run's bill, paid early, not an extra.
 
 What it measures: the environments (how many validate, each one's ``max_turns``: what sets episode length
-on the author's side) and per solver its ``turn_fill`` (calls / max_turns: what its skill sets) and its
-prompt growth per turn. ``plan_experiment`` then plans every episode from those
+on the author's side), per solver its ``turn_fill`` (calls / max_turns: what its skill sets) and its
+prompt tokens turn by turn (``core/requests/turns.py``), and each model's call times (``latency.py``). ``plan_experiment`` then plans every episode from those
 (``core/requests/plan.py``).
 """
 
@@ -51,11 +51,13 @@ async def run_pilot(gateway, pairs: list[tuple[str, str]], authors: list[str], e
     from envduels_dagster.core.concurrency.gather import gather_or_cancel
     from envduels_dagster.core.play.episode import play_pair
     from envduels_dagster.core.play.pair import Slots, provider_slots
+    from envduels_dagster.core.requests.latency import TimedGateway
     from envduels_dagster.core.requests.plan import spread
     from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, replace_rows
 
     now = datetime.now()
     n = envs_per_pair(len(authors), episodes_per_solver)
+    gateway = TimedGateway(gateway)  # each paid call's time, kept for the plan's hours (core/requests/latency.py)
     envs = {}
 
     async def author(name: str) -> None:  # every author at once: one author's wall time, not the sum
@@ -66,6 +68,7 @@ async def run_pilot(gateway, pairs: list[tuple[str, str]], authors: list[str], e
             on_progress(f"{name}: {sum(e.valid for e in envs[name])} of {len(envs[name])} environments valid")
 
     await gather_or_cancel(author(a) for a in authors)
+    gateway.stage = "play"
     # every pair at once, as a ranged pair run plays them (assets/duels/assets.py): each episode holds one of
     # its solver provider's slots while it plays, and the gateway's pool caps the calls in flight
     registry = getattr(gateway, "registry", None)
@@ -88,5 +91,6 @@ async def run_pilot(gateway, pairs: list[tuple[str, str]], authors: list[str], e
             on_progress(f"{author} x {solver}: {len(records)} episodes")
 
     await gather_or_cancel(pair(a, s) for a, s in pairs)
+    gateway.store(conn)
     return PilotResult(n, episodes, sum(gateway.stats.backend_calls.values()),
                        sum(gateway.stats.cache_hits.values()))
