@@ -15,13 +15,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from envduels_dagster.core.requests.turns import TurnTable, per_call_prompts, planned_prompt, quantiles
 from tests.helpers.restating_provider import registry_text, restating_provider
 
 ENVDUELS = shutil.which("envduels", path=str(Path(sys.executable).parent)) or str(Path(sys.executable).parent / "envduels")
 
 
 def test_each_call_gets_its_share_of_the_episode_prompt_by_what_it_was_sent():
+    from envduels_dagster.core.requests.turns import per_call_prompts
+
     transcript = [{"role": "system", "content": "s" * 36}, {"role": "user", "content": "o" * 40},
                   {"role": "assistant", "content": "a" * 8}, {"role": "user", "content": "o" * 120},
                   {"role": "assistant", "content": "a" * 8}]
@@ -33,6 +34,8 @@ def test_each_call_gets_its_share_of_the_episode_prompt_by_what_it_was_sent():
 
 
 def test_the_table_is_measured_where_measured_and_carried_on_at_its_tail_slope_beyond():
+    from envduels_dagster.core.requests.turns import TurnTable, planned_prompt, quantiles
+
     table = TurnTable((100.0, 150.0, 250.0, 400.0), (9, 9, 5, 2), 9)
     assert table.episode_prompt(2) == 250.0 and table.episode_prompt(2.5) == 250.0 + 125.0
     assert table.slope() == pytest.approx(100.0)  # least squares over 100, 150, 250, 400
