@@ -105,6 +105,12 @@ def play_reply(messages: list[dict]) -> str:
     return f"A guess. \\boxed{{{draw % size}}}"
 
 
+def most_at_once(bodies: list[dict]) -> int:
+    """The most authoring calls the server was answering at the same moment."""
+    spans = [b["served"] for b in bodies if "served" in b]
+    return max((sum(s <= t < e for s, e in spans) for t, _ in spans), default=0)
+
+
 def tokens(messages: list[dict]) -> int:
     return sum(len(m["content"]) for m in messages) // 4 + 4 * len(messages)
 
@@ -125,8 +131,10 @@ def restating_provider(author_latency_s: float = 0.0) -> Iterator[tuple[str, lis
             if messages[0]["content"] == SOLVER_SYSTEM_PROMPT:  # a play call (else authoring or hardening)
                 text = play_reply(messages)
             else:
+                t0 = time.monotonic()
                 time.sleep(author_latency_s)
                 text = authoring_reply(messages[-1]["content"])
+                body["served"] = (t0, time.monotonic())  # when the server was busy with it
             data = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
                                "choices": [{"index": 0, "finish_reason": "stop",
                                             "message": {"role": "assistant", "content": text}}],
