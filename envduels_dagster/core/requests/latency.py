@@ -34,9 +34,14 @@ class TimedGateway:
 
     async def chat(self, model: str, messages, *args, **kwargs):
         reply = await self._gateway.chat(model, messages, *args, **kwargs)
-        if not reply.cached and reply.latency_s > 0:
+        if not reply.cached and reply.latency_s > 0 and not self._in_process(model):
             self.timings.append((model, self.stage, float(reply.latency_s)))
         return reply
+
+    def _in_process(self, model: str) -> bool:
+        """A simulated model answers in-process: the plan gives it no call time (its latency is imitated)."""
+        registry = getattr(self._gateway, "registry", None)
+        return registry is not None and registry.get(model).is_simulated
 
     def store(self, conn) -> None:
         """Keep the timings in ``conn`` (the pilot's own warehouse)."""

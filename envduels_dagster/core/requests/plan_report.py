@@ -74,7 +74,8 @@ def measured_rates(conn, registry: Registry, min_envs: int = MIN_MEASURED_ENVS,
     for solver, table in turn_tables(conn, solvers).items():  # no growth shape assumed (core/requests/turns.py)
         out[solver]["play_prompt_by_turn"] = Rate(float(len(table.prompts)), f"measured ({table.episodes} episodes: "
                                                   f"prompt by turn, turns 1-{len(table.prompts)})", table.prompts)
-    for model, found in measured_latency(conn, set(out)).items():  # hours from measured calls (latency.py)
+    remote = {m for m in out if not registry.get(m).is_simulated}  # in-process models take no call time
+    for model, found in measured_latency(conn, remote).items():  # hours from measured calls (latency.py)
         out[model].update({name: Rate(seconds, src) for name, (seconds, src) in found.items()})
     return {m: r for m, r in out.items() if r}
 
