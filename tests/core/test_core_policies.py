@@ -144,11 +144,15 @@ def test_the_pair_switch_plays_fixed_or_adaptive_seeds_on_real_environments(sim_
 
     gateway = Gateway(load_registry(sim_registry(["journeyman", "oracle"])))
 
+    progress: dict[str, list] = {"fixed": [], "adaptive": []}
+
     async def go():
         envs = await author_environments(gateway, "journeyman", 2, [0, 1, 2, 3])
-        fixed = await play_pair_with(gateway, "journeyman", "oracle", envs, None, PairOptions(concurrency=4))
+        fixed = await play_pair_with(gateway, "journeyman", "oracle", envs, None, PairOptions(concurrency=4),
+                                     on_progress=lambda done, total: progress["fixed"].append((done, total)))
         adaptive = await play_pair_with(gateway, "journeyman", "oracle", envs, None,
-                                        PairOptions(concurrency=4, adaptive=AdaptivePolicy(max_seeds=6)))
+                                        PairOptions(concurrency=4, adaptive=AdaptivePolicy(max_seeds=6)),
+                                        on_progress=lambda done, total: progress["adaptive"].append((done, total)))
         return envs, fixed, adaptive
 
     envs, fixed, adaptive = asyncio.run(go())
@@ -157,6 +161,12 @@ def test_the_pair_switch_plays_fixed_or_adaptive_seeds_on_real_environments(sim_
     assert len(fixed.records) == sum(2 * len(e.benchmark_seeds) for e in valid)
     assert adaptive.adaptive["adaptive_seeds_fixed"] == sum(len(e.benchmark_seeds) for e in valid)
     assert adaptive.adaptive["adaptive_seeds_played"] * 2 == len(adaptive.records)
+    # Both switches report each finished episode to the caller (the adaptive one used to drop on_progress):
+    # the fixed design knows its total, the adaptive one does not (-1).
+    assert [done for done, _ in progress["fixed"]] == list(range(1, len(fixed.records) + 1))
+    assert {total for _, total in progress["fixed"]} == {len(fixed.records)}
+    assert [done for done, _ in progress["adaptive"]] == list(range(1, len(adaptive.records) + 1))
+    assert {total for _, total in progress["adaptive"]} == {-1}
 
 
 def test_staleness_reads_versions_and_seeds_from_a_real_warehouse(tmp_path):

@@ -129,6 +129,11 @@ def _error(tmp_path: Path, text: str) -> tuple[RegistryError, Path]:
          "greater than or equal to 1024"),
         ("models:\n  - name: a\n    model: x/y\n    tokens_per_minute: -1\n", "#1 ('a')", "tokens_per_minute",
          "greater than 0"),
+        # the lean client needs an OpenAI-compatible server: refused at load, not at the first call (issue 47)
+        ("models:\n  - name: a\n    model: anthropic/claude\n    client: fast\n", "#1 ('a')", "client",
+         "'fast' needs an openai/ or hosted_vllm/ model with api_base"),
+        ("models:\n  - name: a\n    model: openai/gpt-4o-mini\n    client: fast\n", "#1 ('a')", "client",
+         "'fast' needs an openai/ or hosted_vllm/ model with api_base"),
     ],
 )
 def test_malformed_entries_name_file_entry_and_field(tmp_path, text, entry, field, fragment):

@@ -15,11 +15,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from envduels_dagster.project_files import project_file
 
 FAST_PREFIXES = ("openai", "hosted_vllm")
+
+
+def _openai_compatible(model: str, api_base: str | None) -> bool:
+    """An OpenAI-compatible server the lean client can speak to: an openai/ or hosted_vllm/ model with api_base."""
+    return model.split("/", 1)[0] in FAST_PREFIXES and bool(api_base)
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: "$" admits a trailing newline
 Role = Literal["author", "solver"]
 ROLES: tuple[Role, ...] = ("author", "solver")
@@ -108,6 +113,16 @@ class ModelEntry(BaseModel):
             raise ValueError("must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)")
         return v
 
+    @field_validator("client")
+    @classmethod
+    def _fast_client_needs_an_openai_server(cls, v: str, info: ValidationInfo) -> str:
+        # Checked at load, with the rest of the entry (it used to fail only at the entry's first call).
+        model, api_base = info.data.get("model"), info.data.get("api_base")
+        if v == "fast" and model is not None and not _openai_compatible(model, api_base):
+            raise ValueError("'fast' needs an openai/ or hosted_vllm/ model with api_base "
+                             "(the lean client speaks only the OpenAI-compatible HTTP API)")
+        return v
+
     @field_validator("roles", mode="before")
     @classmethod
     def _roles_are_a_set(cls, v: Any) -> Any:
@@ -166,10 +181,7 @@ class ModelEntry(BaseModel):
 
     @property
     def uses_fast_client(self) -> bool:
-        openai_compatible = self.model.split("/", 1)[0] in FAST_PREFIXES and bool(self.api_base)
-        if self.client == "fast" and not openai_compatible:
-            raise ValueError(f"model {self.name!r}: client 'fast' needs an openai/ or hosted_vllm/ model with api_base")
-        return self.client == "fast" or (self.client == "auto" and openai_compatible)
+        return self.client == "fast" or (self.client == "auto" and _openai_compatible(self.model, self.api_base))
 
     @property
     def provider(self) -> str:
@@ -230,7 +242,11 @@ class Registry(BaseModel):
 
 
 def registry_path(path: str | Path | None = None) -> Path:
-    return Path(path or os.environ.get("ENVDUELS_REGISTRY") or DEFAULT_REGISTRY)
+    """``path``, else ENVDUELS_REGISTRY, else the registry the experiment under ENVDUELS_HOME stored (its first run
+    wrote it: core/storage/experiment_file.py), else ./models.yaml."""
+    from envduels_dagster.core.storage.experiment_file import stored_registry
+
+    return Path(path or os.environ.get("ENVDUELS_REGISTRY") or stored_registry() or DEFAULT_REGISTRY)
 
 
 def load_registry(path: str | Path | None = None) -> Registry:

@@ -66,7 +66,8 @@ async def play_pair_with(gateway, author: str, solver: str, envs: list, limits, 
     ``slot``: each episode also plays inside ``slot()`` (a provider slot shared with other pairs, ``Slots.one``)."""
     if options.adaptive is not None:
         records, decisions = await play_pair_adaptive(
-            gateway, solver, envs, options.adaptive, limits, options.concurrency, options.budget_s, slot=slot)
+            gateway, solver, envs, options.adaptive, limits, options.concurrency, options.budget_s,
+            on_progress=on_progress, slot=slot)
         result = PairPlay(records, {"adaptive_seeds_played": sum(len(d.seeds_played) for d in decisions),
                                     "adaptive_seeds_fixed": sum(len(e.benchmark_seeds) for e in envs if e.valid)})
     else:
