@@ -66,7 +66,9 @@ def test_the_plan_after_the_pilot_holds_when_observations_restate_the_history(tm
         for command in (["plan", "--pilot", "--yes"], ["demo"], ["plan", "--compare", "--json"]):
             outs.append(subprocess.run([ENVDUELS, *command], env=env, capture_output=True, text=True, timeout=900))
             assert outs[-1].returncode == 0, (command, outs[-1].stderr[-3000:])
-    pilot, _, compare = outs
+    pilot, demo, compare = outs
+    # the in-process run called both remote authors at once, then its author runs read the calls from the cache
+    assert "[round 0] 2 authors called at once (" in demo.stdout, demo.stdout
     with duckdb.connect(str(tmp_path / "home" / "warehouse.duckdb"), read_only=True) as conn:
         # what makes this test: the learner's observations grow with the game, so its late calls cost far more
         short, long = conn.execute("""SELECT avg(prompt_tokens / model_calls) FILTER (WHERE model_calls <= 3),
