@@ -88,6 +88,7 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     from envduels_dagster.core.requests.roster import Roster
     from envduels_dagster.core.requests.stages import Stage
     from envduels_dagster.definitions import build_definitions, build_resources
+    from envduels_dagster.demo_prefetch import prefetch_authoring
     from envduels_dagster.run_coordinator import PROVIDER_TAG
     from envduels_dagster.run_launcher import worker_tags  # a killed demo's run is then failed by run monitoring
 
@@ -157,6 +158,9 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     pairs = roster.pairs(0)  # only registry models here: imports are played by the request sensor
     writers = list(roster.authors)
     for r in rounds:
+        # every remote author's calls of the round at once, then its run reads them from the call cache
+        # (demo_prefetch.py: Dagster's in-process runs cannot run on threads)
+        prefetch_authoring(resources, registry, writers, r, log)
         for i, author in enumerate(writers, 1):
             result, secs = run(authors[r], author, f"round {r} authoring [{author}]", stage_job("authors", r),
                                f"authors round {r}", author)

@@ -48,7 +48,8 @@ def run_plan(args: argparse.Namespace) -> int:
     new, _ = experiment.requested({"envs_per_author": args.envs_per_author, "seeds": args.seeds,
                                    "rounds": args.rounds})
     duel = settings_from_env(envs_per_author=new.envs_per_author, benchmark_seeds=list(range(new.seeds)))
-    settings = PlanSettings(envs_per_author=new.envs_per_author, seeds=new.seeds, rounds=new.rounds)
+    settings = PlanSettings(envs_per_author=new.envs_per_author, seeds=new.seeds, rounds=new.rounds,
+                            author_wave=duel.author_wave_size)
     changed = experiment.changes(new) if args.compare is None else None
     if changed:  # a plan of other sizes than the experiment's: say so (a run with them would change it)
         print(f"note: these sizes differ from the experiment's stored settings ({'; '.join(changed)}); "
@@ -133,16 +134,18 @@ def pilot_path():
 def known_rates(conn, registry, settings) -> tuple[dict, dict]:
     """Measured rates and written environments: from the pilot's warehouse when there is one (every episode it
     played counts, it was made to measure), then from the run's warehouse, which wins where it has its own."""
+    from dataclasses import replace
+
     import duckdb
 
-    from envduels_dagster.core.requests.plan import Rate
     from envduels_dagster.core.requests.plan_report import authored_environments, measured_rates
 
     measured: dict = {}
     authored: dict = {}
     if pilot_path().exists():
         with duckdb.connect(str(pilot_path()), read_only=True) as pilot:
-            measured = {m: {n: Rate(r.value, r.source.replace("measured", "pilot-measured", 1)) for n, r in rates.items()}
+            measured = {m: {n: replace(r, source=r.source.replace("measured", "pilot-measured", 1))
+                            for n, r in rates.items()}
                         for m, rates in measured_rates(pilot, registry, min_envs=1, min_episodes=1).items()}
             # the pilot's environments stand for the run's only when written at the run's size
             authored = {key: a for key, a in authored_environments(pilot, registry).items()
@@ -170,7 +173,7 @@ def run_pilot_command(args, registry, settings, duel, measured: dict, authored: 
 
     out = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the plan's JSON
     n = envs_per_pair(len(registry.authors))
-    pilot_settings = PlanSettings(settings.envs_per_author, PILOT_SEEDS, 0, play_envs=n)
+    pilot_settings = PlanSettings(settings.envs_per_author, PILOT_SEEDS, 0, play_envs=n, author_wave=settings.author_wave)
     plan = plan_experiment(registry, pilot_settings, measured, duel.episode_concurrency, authored)
     t = plan.total()
     span = "" if plan.span is None else (f" (range {fmt_count(plan.span[0].calls)}-{fmt_count(plan.span[1].calls)} "

@@ -71,10 +71,12 @@ def test_authors_only_write_the_learner_only_plays_and_an_unpriced_model_is_not_
     assert plan.unpriced == ["a3"] and per["a3"].usd is None and per["a1"].usd > 0
     total = plan.total()
     assert total.usd == pytest.approx(sum(per[m].usd for m in ("a1", "a2", "learner")))  # a3 not counted as $0
-    assert per["learner"].hours == 0  # simulated models play in-process; a3 writes one environment at a time ...
+    assert per["learner"].hours == 0  # simulated models play in-process; a3 writes its 10 in waves of 4 ...
     remote = next(ln for ln in plan.lines if ln.model == "a3" and ln.stage == "authoring r0")
-    assert remote.hours == pytest.approx(10 * DEFAULTS["latency_s"] / 3600)  # ... at 2 s a call
-    assert plan.hours() == pytest.approx(2 * remote.hours)  # authoring and hardening, one after the other
+    assert remote.hours == pytest.approx(3 * DEFAULTS["author_latency_s"] / 3600)  # ... 3 waves at 60 s a call
+    hardening = next(ln for ln in plan.lines if ln.model == "a3" and ln.stage == "hardening r1")
+    assert hardening.hours == pytest.approx(2 * DEFAULTS["author_latency_s"] / 3600)  # 10 at once, 8 in flight
+    assert plan.hours() == pytest.approx(remote.hours + hardening.hours)  # one stage after the other
 
 
 def _run_and_store(registry, conn, k: int, seeds: int, gateway: Gateway | None = None) -> None:

@@ -49,12 +49,21 @@ def _slot_key(spec: EnvironmentSpec) -> tuple[int, str]:
 
 async def harden_author(gw, author: str, round_: int, parents, peer_episodes: pd.DataFrame,
                         other_hints: list[str], budget: int, limits) -> list[EnvironmentSpec]:
-    """Round ``round_`` children of ``parents``: each one hardened (and validated) or kept, in slot order."""
-    children = []
+    """Round ``round_`` children of ``parents``: each one hardened (and validated) or kept, in slot order.
+
+    Every slot's call is made at once (one call's wall time, not the sum: a real hardening call takes
+    minutes), within the provider's ``max_in_flight`` and rate limits (the gateway enforces them); the first
+    failure cancels the others (``gather_or_cancel``). The replies are then read and validated in slot order."""
+    from envduels_dagster.core.concurrency.gather import gather_or_cancel
+
+    digests = []
     for slot, parent in enumerate(parents):
         peers = peer_episodes[(peer_episodes["env_id"] == parent.env_id) & (peer_episodes["solver"] != author)]
-        messages = build_digest_messages(parent, peers, round_, slot, budget, other_hints)
-        reply = await gw.chat(author, messages, seed=1000 * round_ + slot)
+        digests.append(build_digest_messages(parent, peers, round_, slot, budget, other_hints))
+    replies = await gather_or_cancel(gw.chat(author, messages, seed=1000 * round_ + slot)
+                                     for slot, messages in enumerate(digests))
+    children = []
+    for slot, (parent, reply) in enumerate(zip(parents, replies)):
         child, needs_validation = child_from_reply(parent, reply.text, round_, slot)
         child = child.model_copy(update=usage_fields(gw, author, reply))  # this call's usage, not the parent's
         if needs_validation:

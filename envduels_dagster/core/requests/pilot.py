@@ -11,8 +11,8 @@ environment, seed and condition, so the same calls): the run replays them from t
 pilot pays is therefore part of the run's bill, paid early, not an extra.
 
 What it measures: the environments (how many validate, each one's ``max_turns``: what sets episode length
-on the author's side) and per solver its ``turn_fill`` (calls / max_turns: what its skill sets) and its
-prompt growth per turn. ``plan_experiment`` then plans every episode from those
+on the author's side), per solver its ``turn_fill`` (calls / max_turns: what its skill sets) and its
+prompt tokens turn by turn (``core/requests/turns.py``), and each model's call times (``latency.py``). ``plan_experiment`` then plans every episode from those
 (``core/requests/plan.py``).
 """
 
@@ -44,31 +44,53 @@ async def run_pilot(gateway, pairs: list[tuple[str, str]], authors: list[str], e
                     episodes_per_solver: int = PILOT_EPISODES, on_progress=None) -> PilotResult:
     """Author every author's round 0 as the run will, play ``envs_per_pair`` spread environments x the first
     seed x both conditions of every pair, and store both in ``conn`` (a warehouse of its own: the pilot's
-    partial pairs must not stand for the run's)."""
+    partial pairs must not stand for the run's). Every author writes at once, then every pair plays at once,
+    within each provider's ``max_in_flight`` and rate limits (the gateway enforces them); the first failure
+    cancels the rest (``gather_or_cancel``)."""
     from envduels_dagster.core.authoring.prompts import author_environments
+    from envduels_dagster.core.concurrency.gather import gather_or_cancel
     from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.pair import Slots, provider_slots
+    from envduels_dagster.core.requests.latency import TimedGateway
     from envduels_dagster.core.requests.plan import spread
     from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, replace_rows
 
     now = datetime.now()
     n = envs_per_pair(len(authors), episodes_per_solver)
+    gateway = TimedGateway(gateway)  # each paid call's time, kept for the plan's hours (core/requests/latency.py)
     envs = {}
-    for author in authors:
-        envs[author] = await author_environments(gateway, author, envs_per_author, list(seeds), limits,
-                                                 plan=authoring_plan)
-        replace_rows(conn, "environments", environments_frame(envs[author], "pilot", now), {"author": author})
+
+    async def author(name: str) -> None:  # every author at once: one author's wall time, not the sum
+        envs[name] = await author_environments(gateway, name, envs_per_author, list(seeds), limits,
+                                               plan=authoring_plan)
+        replace_rows(conn, "environments", environments_frame(envs[name], "pilot", now), {"author": name})
         if on_progress is not None:
-            on_progress(f"{author}: {sum(e.valid for e in envs[author])} of {len(envs[author])} environments valid")
+            on_progress(f"{name}: {sum(e.valid for e in envs[name])} of {len(envs[name])} environments valid")
+
+    await gather_or_cancel(author(a) for a in authors)
+    gateway.stage = "play"
+    # every pair at once, as a ranged pair run plays them (assets/duels/assets.py): each episode holds one of
+    # its solver provider's slots while it plays, and the gateway's pool caps the calls in flight
+    registry = getattr(gateway, "registry", None)
+    slots = ({p: Slots(k) for p, k in provider_slots(registry, [s for _, s in pairs]).items()}
+             if registry is not None else {})
     episodes = 0
-    for author, solver in pairs:
+
+    async def pair(author: str, solver: str) -> None:
+        nonlocal episodes
         valid = [e for e in envs[author] if e.valid]
         chosen = [valid[i].model_copy(update={"benchmark_seeds": list(valid[i].benchmark_seeds[:PILOT_SEEDS])})
                   for i in spread([e.max_turns for e in valid], n)]
-        records = await play_pair(gateway, solver, chosen, limits, concurrency)
+        gate = slots.get(registry.get(solver).provider) if registry is not None else None
+        records = await play_pair(gateway, solver, chosen, limits, concurrency,
+                                  slot=gate.one if gate is not None else None)
         df = episodes_frame(records, {e.env_id: e.max_turns for e in chosen}, "pilot", now)
         replace_rows(conn, "episodes", df, {"author": author, "solver": solver})
         episodes += len(records)
         if on_progress is not None:
             on_progress(f"{author} x {solver}: {len(records)} episodes")
+
+    await gather_or_cancel(pair(a, s) for a, s in pairs)
+    gateway.store(conn)
     return PilotResult(n, episodes, sum(gateway.stats.backend_calls.values()),
                        sum(gateway.stats.cache_hits.values()))

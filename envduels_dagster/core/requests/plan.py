@@ -14,6 +14,7 @@ solver-role model, self pairs included when a model has both roles, as the pipel
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from envduels_dagster.core.models.registry import ModelEntry, Registry
@@ -43,7 +44,9 @@ DEFAULTS = {
     # earlier turn): least squares over the calibration's episodes, 105 / 29 at 6 and at 10 environments alike.
     "play_first_prompt_tokens": 105.0,
     "play_growth_tokens": 29.0,
-    "latency_s": 2.0,  # per call of a remote model (simulated models in-process: 0)
+    "latency_s": 2.0,  # per play call of a remote model (simulated models in-process: 0)
+    # per authoring or hardening call of a remote model: a real one writes a whole class, 1-5 minutes (issue 41)
+    "author_latency_s": 60.0,
 }
 RATE_NAMES = tuple(DEFAULTS)
 
@@ -69,12 +72,15 @@ class PlanSettings:
     rounds: int = 1  # hardening rounds after round 0
     conditions: int = 2  # cold and hinted
     play_envs: int | None = None  # environments played per pair (a pilot's slice); None: every valid one
+    author_wave: int = 4  # authoring slots whose calls go out together (ENVDUELS_AUTHOR_WAVE)
 
 
 @dataclass(frozen=True)
 class Rate:
     value: float
     source: str  # "measured (n=...)" or "default"
+    # a rate measured as a series (core/requests/turns.py): prompt tokens by turn index, or turn fills' quantiles
+    series: tuple[float, ...] = ()
 
 
 @dataclass
@@ -150,9 +156,9 @@ def price(entry: ModelEntry, prompt_tokens: float, completion_tokens: float) -> 
     return entry.cost(round(prompt_tokens), round(completion_tokens))
 
 
-def _hours(entry: ModelEntry, calls: float, tokens: float, latency_s: float, concurrency: int) -> float:
+def _hours(entry: ModelEntry, calls: float, tokens: float, latency_s: float, concurrency: float) -> float:
     """Hours for ``calls`` at ``concurrency`` calls in flight, bounded below by the pool's rate limits."""
-    seconds = calls * latency_s / max(1, concurrency)
+    seconds = calls * latency_s / max(1.0, concurrency)
     if entry.requests_per_minute:
         seconds = max(seconds, 60.0 * calls / entry.requests_per_minute)
     if entry.tokens_per_minute:
@@ -200,8 +206,8 @@ def _plan(registry: Registry, settings: PlanSettings, measured: dict[str, dict[s
         if price(entry, 1e6, 1e6) is None:
             plan.unpriced.append(entry.name)
 
-    def add(entry: ModelEntry, stage: str, calls: float, prompt: float, completion: float, concurrency: int) -> None:
-        lat = rates[entry.name]["latency_s"].value
+    def add(entry: ModelEntry, stage: str, calls: float, prompt: float, completion: float, concurrency: float) -> None:
+        lat = rates[entry.name]["latency_s" if stage.startswith("play") else "author_latency_s"].value
         plan.lines.append(Line(entry.name, stage, calls, calls * prompt, calls * completion,
                                price(entry, calls * prompt, calls * completion),
                                _hours(entry, calls, calls * (prompt + completion), lat, concurrency)))
@@ -212,10 +218,15 @@ def _plan(registry: Registry, settings: PlanSettings, measured: dict[str, dict[s
             r = rates[entry.name]
             if not entry.authors:
                 continue
-            if rnd == 0:  # one call per slot, one slot at a time
-                add(entry, "authoring r0", k, author_prompt, r["author_completion_tokens"].value, 1)
+            # every author at once; an author's slots go in waves of calls made together (core/authoring/plan.py),
+            # its hardening calls all together, each within the pool's calls in flight: wall time is whole waves
+            pool = entry.max_in_flight or entry.max_concurrency
+            if rnd == 0:  # one call per slot
+                add(entry, "authoring r0", k, author_prompt, r["author_completion_tokens"].value,
+                    _waves(k, min(settings.author_wave, pool)))
             else:  # one call per parent (valid or not): its source and a digest of how it was played
-                add(entry, f"hardening r{rnd}", k, r["harden_prompt_tokens"].value, r["harden_completion_tokens"].value, 1)
+                add(entry, f"hardening r{rnd}", k, r["harden_prompt_tokens"].value, r["harden_completion_tokens"].value,
+                    _waves(k, pool))
         for author, solver in pairs:
             s, ra, rs = registry.get(solver), rates[author], rates[solver]
             written = authored.get((author, rnd))
@@ -235,6 +246,11 @@ def _plan(registry: Registry, settings: PlanSettings, measured: dict[str, dict[s
     return plan
 
 
+def _waves(calls: int, at_once: int) -> float:
+    """The concurrency that makes ``calls`` in whole waves of ``at_once`` take as long as those waves."""
+    return calls / max(1, math.ceil(calls / max(1, at_once)))
+
+
 def _authored_play(written: Authored, rs: dict[str, Rate], suffix: str, per_env: int,
                    play_envs: int | None = None) -> tuple[float, float]:
     """Calls and prompt tokens of playing ``written``'s environments (``play_envs`` of them, spread over their
@@ -246,6 +262,13 @@ def _authored_play(written: Authored, rs: dict[str, Rate], suffix: str, per_env:
     if play_envs is not None:
         lengths = [lengths[i] for i in spread(lengths, play_envs)]
     turns = [fill * mt for mt in lengths]
+    by_turn = rs.get("play_prompt_by_turn")
+    if by_turn is not None and by_turn.series:  # measured call by call: no growth shape assumed (turns.py)
+        from envduels_dagster.core.requests.turns import TurnTable, planned_prompt
+
+        table = TurnTable(by_turn.series, (), 0)
+        fills = rs["turn_fill" + suffix].series or (fill,)
+        return per_env * sum(turns), per_env * sum(planned_prompt(table, fills, mt) for mt in lengths)
     return (per_env * sum(turns), per_env * sum(t * first + growth * t * max(0.0, t - 1) / 2 for t in turns))
 
 
@@ -288,12 +311,16 @@ def with_fill(rates: dict[str, Rate], fill: float | None) -> dict[str, Rate]:
 def model_rates(entry: ModelEntry, measured: dict[str, Rate]) -> dict[str, Rate]:
     """Every rate of ``entry``: measured where given, else the default (token figures capped by max_tokens)."""
     rates = {name: measured.get(name) or Rate(default, "default") for name, default in DEFAULTS.items()}
+    if "play_prompt_by_turn" in measured:  # prompt tokens by turn index (core/requests/turns.py)
+        rates["play_prompt_by_turn"] = measured["play_prompt_by_turn"]
     for name in ("turns", "play_prompt_tokens", "turn_fill"):  # a pilot without rounds: scale its round-0 figure
         if name in measured and name + "_hardened" not in measured:
             ratio = DEFAULTS[name + "_hardened"] / DEFAULTS[name]
-            rates[name + "_hardened"] = Rate(measured[name].value * ratio, measured[name].source + " x default ratio")
-    if "latency_s" not in measured and entry.is_simulated:
-        rates["latency_s"] = Rate(0.0, "default (in-process)")
+            rates[name + "_hardened"] = Rate(measured[name].value * ratio, measured[name].source + " x default ratio",
+                                             tuple(min(1.0, x * ratio) for x in measured[name].series))
+    for name in ("latency_s", "author_latency_s"):
+        if name not in measured and entry.is_simulated:
+            rates[name] = Rate(0.0, "default (in-process)")
     for name in ("author_completion_tokens", "harden_completion_tokens", "play_completion_tokens"):
         rates[name] = Rate(min(rates[name].value, entry.max_tokens), rates[name].source)
     return rates

@@ -9,6 +9,7 @@ hit costs its list price too, as in ``author_value``), so a plan and its actual 
 from __future__ import annotations
 
 from envduels_dagster.core.models.registry import Registry
+from envduels_dagster.core.requests.latency import measured_latency
 from envduels_dagster.core.requests.plan import (
     DEFAULTS,
     FILL_RANGE,
@@ -20,6 +21,7 @@ from envduels_dagster.core.requests.plan import (
     fmt_usd,
     price,
 )
+from envduels_dagster.core.requests.turns import quantiles, turn_tables
 
 MIN_MEASURED_ENVS = 5  # environments of an author before its measured rates replace the defaults
 MIN_MEASURED_EPISODES = 20  # finished episodes of a solver (in a round kind) before its rates are measured
@@ -55,42 +57,27 @@ def measured_rates(conn, registry: Registry, min_envs: int = MIN_MEASURED_ENVS,
                                 "author_completion_tokens": Rate(completion / calls, src)})
     eps = conn.execute("""
         SELECT solver, round > 0 AS hardened, count(*), sum(model_calls), sum(prompt_tokens), sum(completion_tokens),
-               sum(max_turns)
+               sum(max_turns), list(model_calls / max_turns) FILTER (WHERE max_turns > 0)
         FROM episodes WHERE status <> 'incomplete' AND model_calls > 0 GROUP BY ALL""").fetchall()
-    for solver, hardened, n, calls, prompt, completion, max_turns in eps:
+    for solver, hardened, n, calls, prompt, completion, max_turns, fills in eps:
         if solver not in out or n < min_episodes:
             continue
         src, suffix = f"measured ({n} episodes)", "_hardened" if hardened else ""
+        fill = calls / max_turns
+        spread = quantiles([float(f) for f in fills or []])  # scaled to the fill's mean: calls stay fill x max_turns
+        mean = sum(spread) / len(spread) if spread else 0.0
         out[solver].update({"turns" + suffix: Rate(calls / n, src), "play_prompt_tokens" + suffix: Rate(prompt / calls, src),
-                            "turn_fill" + suffix: Rate(calls / max_turns, src)})
+                            "turn_fill" + suffix: Rate(fill, src, tuple(f * fill / mean for f in spread) if mean else ())})
         if not hardened or "play_completion_tokens" not in out[solver]:
             out[solver]["play_completion_tokens"] = Rate(completion / calls, src)
-    for solver, n, first, growth in _prompt_growth(conn):
-        if solver in out and n >= min_episodes:
-            src = f"measured ({n} episodes)"
-            out[solver].update({"play_first_prompt_tokens": Rate(first, src), "play_growth_tokens": Rate(growth, src)})
+    solvers = {m for m, r in out.items() if "turns" in r or "turns_hardened" in r}
+    for solver, table in turn_tables(conn, solvers).items():  # no growth shape assumed (core/requests/turns.py)
+        out[solver]["play_prompt_by_turn"] = Rate(float(len(table.prompts)), f"measured ({table.episodes} episodes: "
+                                                  f"prompt by turn, turns 1-{len(table.prompts)})", table.prompts)
+    remote = {m for m in out if not registry.get(m).is_simulated}  # in-process models take no call time
+    for model, found in measured_latency(conn, remote).items():  # hours from measured calls (latency.py)
+        out[model].update({name: Rate(seconds, src) for name, (seconds, src) in found.items()})
     return {m: r for m, r in out.items() if r}
-
-
-def _prompt_growth(conn) -> list[tuple[str, int, float, float]]:
-    """Per solver, ``first`` and ``growth`` of an episode's prompt tokens P = first x T + growth x T(T-1)/2 (T its
-    calls: each call carries every earlier turn), least squares over its finished episodes; a solver whose
-    episodes cannot separate the two (all of one length) or give a negative one is left out."""
-    rows = conn.execute("""
-        WITH e AS (SELECT solver, model_calls::DOUBLE AS t, model_calls * (model_calls - 1) / 2.0 AS q,
-                          prompt_tokens::DOUBLE AS p
-                   FROM episodes WHERE status <> 'incomplete' AND model_calls > 0)
-        SELECT solver, count(*), sum(t * t), sum(t * q), sum(q * q), sum(p * t), sum(p * q) FROM e GROUP BY ALL
-        """).fetchall()
-    out = []
-    for solver, n, tt, tq, qq, pt, pq in rows:
-        det = tt * qq - tq * tq
-        if det <= 1e-9 * max(1.0, tt * qq):
-            continue
-        first, growth = (pt * qq - pq * tq) / det, (pq * tt - pt * tq) / det
-        if first > 0 and growth >= 0:
-            out.append((solver, int(n), float(first), float(growth)))
-    return out
 
 
 def authored_environments(conn, registry: Registry) -> dict[tuple[str, int], Authored]:
