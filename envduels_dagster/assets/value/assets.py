@@ -98,12 +98,12 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         "chart": chart_table(table),  # drawn in place by the UI
         "chart_image": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
         "author_value": author_value_table(table),
-        **table_metadata(warehouse, "author_value", {"learner": learner}),
         "num_rows": len(table),
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
         "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, "author_value_mix"),
         "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
+        **table_metadata(warehouse, "author_value", {"learner": learner}),  # the column descriptions last
     })
 
 
