@@ -91,7 +91,8 @@ def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResour
                                                     back="../index.html"))
             inputs.episode_pages[f"{author}|{solver}"] = f"episodes/{name}"
     inputs.pilot_costs = read_pilot_costs(envduels_home() / "plans" / "pilot.duckdb")
-    inputs.ledger = read_ledger(ledger_path_for(gateway.cache_path, envduels_home()))
+    cache = gateway.resolved().cache_path if hasattr(gateway, "resolved") else gateway.cache_path  # "": the home's
+    inputs.ledger = read_ledger(ledger_path_for(cache, envduels_home()))
     html = rep.render(inputs)
     path = folder / "index.html"
     tmp = path.with_suffix(".html.tmp")
