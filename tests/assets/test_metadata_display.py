@@ -29,3 +29,14 @@ def test_a_long_answer_is_split_per_learner_each_under_dagsters_markdown_limit()
     short = answer_entries(["L0"], ["For learner L0: pay A."])
     assert list(short) == ["answer"] and short["answer"].value == "For learner L0: pay A."
     assert answer_entries([], [])["answer"].value == "author_value has not been materialized yet"
+
+
+def test_every_dbt_check_has_a_sentence_a_reader_understands():
+    """Issue 43: pair_lift's 19 checks were named like `value_between_…t_lower__1___1`, with no description."""
+    from envduels_dagster.assets.marts.dbt import build_dbt_marts
+
+    specs = list(build_dbt_marts().check_specs)
+    assert specs and all(s.description for s in specs), [s.name for s in specs if not s.description]
+    pair = {s.description for s in specs if s.asset_key == dg.AssetKey("pair_lift")}
+    assert "lift is between -1 and 1 (or null)" in pair and "one row per (round, author, solver)" in pair
+    assert any(d.startswith("lift_ci_lower <= lift <= lift_ci_upper wherever the interval is published") for d in pair)
