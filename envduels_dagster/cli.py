@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
             description="Import an EnvDuels export directory (manifest.json, as training_export writes) through "
                         "Dagster: checked first (nothing is written on bad input), then validated by an import_job "
                         "run as author partition import:NAME; the request sensor has every solver play it.",
-            examples=('envduels import "$ENVDUELS_HOME/exports/novice/latest" --author shared',))
+            examples=("envduels import my_export --author alice",))
     p.add_argument("path", help="an EnvDuels export directory (holding manifest.json)")
     p.add_argument("--author", metavar="NAME", help="import everything as one author partition import:NAME "
                    "(default: the manifest's author when all environments share one; several authors each get "
@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
             description="Run the whole pipeline through Dagster on the registry's models (by default the five "
                         "simulated ones: offline, free) into ENVDUELS_HOME: authoring, play, marts, author value, "
                         "training sets and the experiment report (envduels report says where).",
-            examples=("envduels demo --envs-per-author 2 --seeds 4",))
+            examples=("envduels demo --envs-per-author 1 --seeds 2",))
     # defaults: ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS when set (as the daemon's runs read them), else 10 and 8
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
                    help="environments each model writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else 10)")

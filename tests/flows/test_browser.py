@@ -230,6 +230,9 @@ def test_author_value_chart_renders(ui, browser):
     body = _page_shows(browser, url, ["answer", "author_value", "chart", "chart_image", "projection", "journeyman",
                                       "#1 [1-1]", "self-authored"], "browser-author-value-metadata.png")
     assert any(ch in body for ch in "\u2588\u2593\u2591"), "no text bar drawn in place"
+    # the answer and the chart before the column descriptions (issue 43: 33 of them came first)
+    column_doc = "Sum over the sample of each slot's learnable probability"
+    assert column_doc not in body or body.index("answer") < body.index("chart") < body.index(column_doc), body[:3000]
     deadline, images = time.time() + 60, []
     while time.time() < deadline and not images:
         for link in browser.find_elements(By.XPATH, "//*[normalize-space()='[Show Markdown]' or "

@@ -5,6 +5,8 @@ runs as printed (issue 43: `envduels show novice.r0.3`, the help's own example, 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import signal
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from envduels_dagster.cli import build_parser
+from envduels_dagster.core.training.format import FORMAT_VERSION
 
 ENVDUELS = str(Path(sys.executable).with_name("envduels"))
 SERVING = {"ui": r"Dagster UI: (http://\S+)", "serve-sim": r"(http://\S+)"}  # run until stopped
@@ -123,7 +126,13 @@ def test_every_example_in_the_help_runs(tmp_path, sim_registry):
     env.update(ENVDUELS_HOME=str(home), DAGSTER_HOME=str(home / "dagster"),
                ENVDUELS_REGISTRY=str(sim_registry(["oracle", "novice"])),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", DAGSTER_DISABLE_TELEMETRY="1")
-    (tmp_path / "my_env.py").write_text(MY_ENV)
+    (tmp_path / "my_env.py").write_text(MY_ENV)  # the file the examples name, as a user's would be
+    export = tmp_path / "my_export"  # an export as a user writes one by hand (docs/INPUTS.md)
+    export.mkdir()
+    (export / "parity.py").write_text(MY_ENV)
+    (export / "manifest.json").write_text(json.dumps({"format_version": FORMAT_VERSION, "environments": [
+        {"id": "parity", "source": "parity.py", "class_name": "Parity", "max_turns": 2,
+         "source_sha256": hashlib.sha256(MY_ENV.encode()).hexdigest()}]}))
     commands = subcommands()
     order = ["demo"] + sorted(set(commands) - {"demo"})
     failures = []
