@@ -128,10 +128,15 @@ def test_the_spend_table_lists_every_model_with_play_pilot_and_cache_hits_apart_
     assert learner["total_usd"] == pytest.approx(0.05) and table["total_usd"].sum() == pytest.approx(0.55)
     html = spend_html(table, {"a": {"calls": 10, "usd": 0.5}, "learner": {"calls": 233, "usd": 0.05}})
     assert 'class="grand-total" data-usd="0.550000"' in html and 'class="ledger-total" data-usd="0.550000"' in html
-    assert "equal to the total above" in html
+    assert "equal to the warehouse's total" in html and "Paid beyond" not in html
     short = spend_html(table, {"a": {"calls": 10, "usd": 0.5}})  # the ledger paid less: the page says by how much
-    assert "$0.0500 away from the total above" in short
-    assert "No budget ledger" in spend_html(table, None)
+    assert "$0.0500 less than the warehouse's" in short
+    study = spend_html(table, {"a": {"calls": 10, "usd": 0.5}, "learner": {"calls": 300, "usd": 0.09},
+                               "other": {"calls": 1, "usd": 0.01}})  # paid outside the tables: named, per model
+    assert 'class="ledger-total" data-usd="0.600000"' in study and "$0.0500 more than the warehouse's" in study
+    assert "Paid beyond the warehouse's authoring and play: learner $0.0400; other $0.0100" in study
+    assert '<tr data-model="other">' in study
+    assert "No budget ledger" in spend_html(table, None) and "ledger-total" not in spend_html(table, None)
 
 
 def test_the_ledger_is_read_without_being_created_or_changed(tmp_path):

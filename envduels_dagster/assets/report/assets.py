@@ -53,6 +53,7 @@ def answers_table(ans) -> dg.TableMetadataValue:
 
 @dg.asset(
     deps=[dg.AssetKey("rankings"), dg.AssetKey("pair_lift"), dg.AssetKey("authoring_progress"),
+          dg.AssetKey("lift_learning"),  # after the study's calls: the spend table sets the ledger beside the tables
           dg.AssetDep("author_value", partition_mapping=dg.AllPartitionMapping()),
           dg.AssetDep("training_set", partition_mapping=dg.AllPartitionMapping())],
     group_name="report", kinds={"python", "html"}, owners=OWNERS, tags={"layer": "product"}, code_version="1",

@@ -94,32 +94,50 @@ def spend_table(costs: pd.DataFrame, pilot: pd.DataFrame) -> pd.DataFrame:
 
 
 def spend_html(table: pd.DataFrame, ledger: dict[str, dict[str, float]] | None) -> str:
-    """The section: the table with a total row, then the ledger's total and whether it agrees."""
-    if table.empty:
+    """The section: the table with a total row and, with a ledger, what it paid per model beside the warehouse's
+    figures, its total as the page's total, and whatever the warehouse's tables do not account for named apart."""
+    if table.empty and not ledger:
         return ""
     head = ["model", "authoring calls", "authoring (list price)", "play calls paid", "play", "play cache hits ($0)",
-            "pilot calls", "pilot", "total"]
-    body = []
+            "pilot calls", "pilot", "total (warehouse)"] + (["paid (budget ledger)"] if ledger is not None else [])
+    known = set(table["model"]) if len(table) else set()
+    extra = [{"model": m, "authoring_calls": 0, "authoring_usd": None, "play_calls": 0, "play_usd": None,
+              "cache_hits": 0, "pilot_calls": 0, "pilot_usd": None, "total_usd": None}
+             for m in sorted(set(ledger or {}) - known)]  # paid only outside the tables (a study, a failed run)
+    table = pd.concat([table, pd.DataFrame(extra)], ignore_index=True) if extra else table
+    body, beyond = [], []
     for r in table.itertuples(index=False):
+        paid_cell = ""
+        if ledger is not None:
+            paid = ledger.get(r.model, {}).get("usd", 0.0)
+            paid_cell = f'<td class="paid" data-usd="{paid:.6f}">{usd(paid)}</td>'
+            if paid - (_n(r.total_usd) or 0.0) > 5e-7:
+                beyond.append(f"{escape(r.model)} {usd(paid - (_n(r.total_usd) or 0.0))}")
         body.append(f'<tr data-model="{escape(r.model)}"><td>{escape(r.model)}</td><td>{r.authoring_calls}</td>'
                     f"<td>{usd(r.authoring_usd)}</td><td>{r.play_calls}</td><td>{usd(r.play_usd)}</td>"
                     f"<td>{r.cache_hits}</td><td>{r.pilot_calls}</td><td>{usd(r.pilot_usd) if r.pilot_calls else '—'}"
-                    f'</td><td class="total" data-usd="{_n(r.total_usd) or 0:.6f}">{usd(r.total_usd)}</td></tr>')
+                    f'</td><td class="total" data-usd="{_n(r.total_usd) or 0:.6f}">{usd(r.total_usd)}</td>'
+                    f"{paid_cell}</tr>")
     total = float(sum(_n(v) or 0.0 for v in table["total_usd"]))
     sums = [int(table[c].sum()) for c in ("authoring_calls", "play_calls", "cache_hits", "pilot_calls")]
+    paid_total = sum(v["usd"] for v in ledger.values()) if ledger is not None else None
     body.append(f'<tr class="sum"><td><b>all models</b></td><td>{sums[0]}</td><td></td><td>{sums[1]}</td><td></td>'
                 f'<td>{sums[2]}</td><td>{sums[3]}</td><td></td><td class="grand-total" data-usd="{total:.6f}">'
-                f"<b>{usd(total)}</b></td></tr>")
+                f"<b>{usd(total)}</b></td>" + (f'<td class="ledger-total" data-usd="{paid_total:.6f}"><b>'
+                                               f"{usd(paid_total)}</b></td>" if ledger is not None else "") + "</tr>")
     if ledger is None:
         verdict = ("No budget ledger: no cap was set (ENVDUELS_BUDGET_USD or a model's budget_usd), so calls were "
                    "not recorded there; the figures above are the warehouse's.")
     else:
-        paid = sum(v["usd"] for v in ledger.values())
         calls = sum(v["calls"] for v in ledger.values())
-        agree = "equal to" if abs(paid - total) < 5e-7 + 1e-6 * paid else f"{usd(abs(paid - total))} away from"
-        verdict = (f'The budget ledger paid <b class="ledger-total" data-usd="{paid:.6f}">{usd(paid)}</b> for '
-                   f"{calls} calls: {agree} the total above. Where they differ, authoring served from the call "
-                   "cache is counted at list price here and not paid there.")
+        agree = ("equal to the warehouse's total" if abs(paid_total - total) < 5e-7 + 1e-6 * paid_total
+                 else f"{usd(abs(paid_total - total))} {'more' if paid_total > total else 'less'} than the warehouse's")
+        verdict = (f"The budget ledger paid {usd(paid_total)} for {calls} calls: {agree}."
+                   + (f" Paid beyond the warehouse's authoring and play: {'; '.join(beyond)} (calls of the "
+                      "lift_learning study, which records no cost, or of runs whose rows were replaced)."
+                      if beyond else "")
+                   + " Authoring served from the call cache is counted at list price in the warehouse and not "
+                     "paid in the ledger.")
     thead = "".join(f"<th>{escape(h)}</th>" for h in head)
     return ('<section id="cost"><h2>What was spent</h2><table class="spend"><thead><tr>' + thead + "</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table><p class=\"note\">{verdict} Play and pilot are what was paid "
