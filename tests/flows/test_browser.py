@@ -21,6 +21,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 
@@ -374,7 +375,7 @@ def test_the_report_fits_the_experiment_and_every_cell_opens_its_episodes(which,
              for a in browser.find_elements(By.CSS_SELECTOR, "#lift-heatmap a.cell-link")]
     assert links and len(links) == len(browser.find_elements(By.CSS_SELECTOR, "#lift-heatmap g.cell"))
     for href, author, solver in links:
-        browser.get(href)
+        browser.get(urljoin(report.as_uri(), href))  # an SVG link's href attribute is as written (relative)
         assert author in browser.title and solver in browser.title
         rows = browser.find_elements(By.CSS_SELECTOR, "#index tbody tr")
         assert rows and {r.get_attribute("class") for r in rows} <= {"success", "failure", "incomplete"}
