@@ -370,7 +370,7 @@ def test_the_report_fits_the_experiment_and_every_cell_opens_its_episodes(which,
     else:
         assert not paid and "No budget ledger" in browser.find_element(By.ID, "cost").text
     assert _overlapping_labels(browser) == []
-    links = [(a.get_attribute("href"), a.find_element(By.CSS_SELECTOR, "g.cell").get_attribute("data-author"),
+    links = [(a.get_dom_attribute("href"), a.find_element(By.CSS_SELECTOR, "g.cell").get_attribute("data-author"),
               a.find_element(By.CSS_SELECTOR, "g.cell").get_attribute("data-solver"))
              for a in browser.find_elements(By.CSS_SELECTOR, "#lift-heatmap a.cell-link")]
     assert links and len(links) == len(browser.find_elements(By.CSS_SELECTOR, "#lift-heatmap g.cell"))
