@@ -43,8 +43,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"envduels: error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows an option's default, except where there is none to show (None, False)."""
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default, except where there is none to show (None, False); keeps the examples' lines."""
 
     def _get_help_string(self, action):
         if action.default in (None, False) or action.default is argparse.SUPPRESS:
@@ -192,11 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    def add(name: str, **kwargs) -> argparse.ArgumentParser:
+    def add(name: str, examples: tuple[str, ...] = (), **kwargs) -> argparse.ArgumentParser:
+        """A subcommand whose --help starts with a description (``help`` unless given) and ends with examples
+        (tests/flows/test_cli_help.py runs every one of them)."""
         kwargs.setdefault("formatter_class", _Help)
+        kwargs.setdefault("description", kwargs.get("help"))
+        if examples:
+            kwargs.setdefault("epilog", "examples:\n" + "\n".join(f"  {e}" for e in examples))
         return sub.add_parser(name, parents=[debug], **kwargs)  # --debug after the command works too
 
-    p = add("models", help="list the registry's models")
+    p = add("models", help="list the registry's models (name, model, version, roles), one per line",
+            examples=("envduels models", "envduels models --names"))
     g = p.add_mutually_exclusive_group()
     g.add_argument("--names", action="store_true", help="print model names, one per line")
     g.add_argument("--registry-path", action="store_true", help="print the registry file in use")
@@ -206,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  ("play", cmd_play, "play one episode of an environment with a model")):
         example = ("envduels validate my_env.py --seed 0 --seed 1" if name == "validate" else
                    "envduels play my_env.py --model novice --hint 'the code is sorted' --transcript")
-        p = add(name, help=helptext, description=helptext, epilog=f"example: {example}")
+        p = add(name, help=helptext, examples=(example,))
         p.add_argument("path", help="an environment .py file, or an EnvDuels export directory (manifest.json)")
         p.add_argument("--class", dest="class_name", help="the environment class (default: the one class with "
                        "reset and step)")
@@ -223,19 +229,27 @@ def build_parser() -> argparse.ArgumentParser:
                            help="also print the conversation (as text, or in the --json object)")
         p.set_defaults(func=func)
 
-    p = add("import", help="import an EnvDuels export directory through Dagster (author partition import:NAME)")
-    p.add_argument("path")
+    p = add("import", help="import an EnvDuels export directory through Dagster (author partition import:NAME)",
+            description="Import an EnvDuels export directory (manifest.json, as training_export writes) through "
+                        "Dagster: checked first (nothing is written on bad input), then validated by an import_job "
+                        "run as author partition import:NAME; the request sensor has every solver play it.",
+            examples=("envduels import my_export --author alice",))
+    p.add_argument("path", help="an EnvDuels export directory (holding manifest.json)")
     p.add_argument("--author", metavar="NAME", help="import everything as one author partition import:NAME "
                    "(default: the manifest's author when all environments share one; several authors each get "
                    "import:<dir>.<author>)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON object per imported environment (its verdict)")
     p.set_defaults(func=_cmd_import)
 
     demo_help = ("the offline demo: the whole pipeline on the simulated models through Dagster (a real, paid "
                  "experiment: envduels run)")
-    p = add("demo", help=demo_help, description=demo_help + "; its sizes are stored with the experiment "
-            "($ENVDUELS_HOME/experiment.json) for the UI, plan and later runs",
-            epilog="example: ENVDUELS_HOME=/tmp/duels envduels demo --envs-per-author 3 --seeds 4")
+    p = add("demo", help=demo_help,
+            description="Run the whole pipeline through Dagster on the registry's models (by default the five "
+                        "simulated ones: offline, free) into ENVDUELS_HOME: authoring, play, marts, author value, "
+                        "training sets and the experiment report (envduels report says where). Its sizes are stored "
+                        "with the experiment ($ENVDUELS_HOME/experiment.json) for the UI, plan and later runs; for a "
+                        "real, paid experiment use envduels run.",
+            examples=("envduels demo --envs-per-author 1 --seeds 2",))
     # defaults: ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS when set (as the daemon's runs read them), else 10 and 8
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
                    help="environments each model writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else the "
@@ -249,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_demo)
     run_command.add_parser(add, _int_in, _float_in)
 
-    p = add("plan", help="what the configured experiment will spend (calls, tokens, dollars, hours) before it runs")
+    p = add("plan", help="what the configured experiment will spend (calls, tokens, dollars, hours) before it runs",
+            examples=("envduels plan --envs-per-author 2 --seeds 4", "envduels plan --json --defaults-only"))
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
                    help="default: ENVDUELS_ENVS_PER_AUTHOR, else 10")
     p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None, help="default: ENVDUELS_SEEDS, else 8")
@@ -263,13 +278,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first run a pilot (the run's own authoring and a slice of its play, priced before it "
                         "starts), then plan from what it measured")
     p.add_argument("--yes", action="store_true", help="with --pilot: run it without asking")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the plan as one JSON object")
     p.set_defaults(func=_cmd_plan)
 
-    p = add("serve-sim", help="serve the simulated models over an OpenAI-compatible HTTP API")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=PORT, default=8765, help="0 picks a free port (printed on start)")
-    p.add_argument("--latency-ms", type=_float_in(0.0, None, "--latency-ms"), default=0.0)
+    p = add("serve-sim", help="serve the simulated models over an OpenAI-compatible HTTP API",
+            description="Serve the simulated models over an OpenAI-compatible HTTP API (POST /v1/chat/completions), "
+                        "optionally with latency, faults and a rate limit, until Ctrl-C; point a registry entry's "
+                        "api_base at it to drive the real HTTP path offline.",
+            examples=("envduels serve-sim --port 0 --latency-ms 50 --fault-rate 0.1",))
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=PORT, default=8765, help="port to listen on; 0 picks a free port (printed on start)")
+    p.add_argument("--latency-ms", type=_float_in(0.0, None, "--latency-ms"), default=0.0,
+                   help="added latency per reply, in milliseconds")
     p.add_argument("--fault-rate", type=_float_in(0.0, 1.0, "--fault-rate"), default=0.0,
                    help="share of requests that fail (429/500/timeout/malformed)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the fault sequence")
@@ -289,24 +309,38 @@ def build_parser() -> argparse.ArgumentParser:
                    help="answer every completion with a 512 MB body or a gzip bomb (bounded-reply tests)")
     p.set_defaults(func=_cmd_serve_sim)
 
-    p = add("show", help="print an environment's or a pair's episodes, cold and hinted side by side",
-            epilog="examples: envduels show novice.r0.3 --solver oracle --seed 0; envduels show 'expert|novice'")
-    p.add_argument("target", metavar="ENV_ID|AUTHOR|SOLVER",
-                   help="an environment id (table environments) or a pair 'author|solver'")
+    p = add("show", help="print an environment's or a pair's episodes: a summary table, then transcripts on request",
+            description="Print the episodes of an environment or of a pair: first a summary table (environment, "
+                        "seed, cold and hinted outcome, turns, reward), then, with --transcripts, the cold and "
+                        "hinted conversations of each seed side by side. Environment ids carry a hash suffix: "
+                        "the summary of a pair lists them.",
+            examples=("envduels show 'oracle|novice'", "envduels show 'oracle|novice' --seed 0 --transcripts"))
+    p.add_argument("target", metavar="TARGET",
+                   help="an environment id (as the summary of a pair lists it) or a pair 'AUTHOR|SOLVER' (quoted)")
     p.add_argument("--solver", help="only this solver's episodes (default: every solver that played it)")
     p.add_argument("--seed", type=SEED, help="only this benchmark seed (default: every seed)")
+    p.add_argument("--round", type=_int_in(0, 100, "--round"), default=None, dest="round_",
+                   help="only this hardening round (default: every round)")
+    p.add_argument("--transcripts", action="store_true",
+                   help="after the summary, print each seed's cold and hinted conversation side by side")
     p.add_argument("--width", type=_int_in(40, 400, "--width"), default=120, help="line width of the two columns")
     p.add_argument("--json", action="store_true", help="one JSON object per episode, with its transcript")
     p.set_defaults(func=cmd_show)
 
     p = add("report", help="print where the experiment report is (asset experiment_report)",
-            epilog="example: envduels report --open")
+            description="Print where the experiment report is (a self-contained HTML file written by asset "
+                        "experiment_report) and its file:// link; --open also opens it in the default browser.",
+            examples=("envduels report",))
     p.add_argument("--open", action="store_true", help="also open it in the default browser")
     p.set_defaults(func=cmd_report)
 
-    p = add("ui", help="open the Dagster UI on the project's instance")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=PORT, default=3000)
+    p = add("ui", help="open the Dagster UI on the project's instance",
+            description="Start the Dagster UI and daemon (dagster dev) on the project's instance (DAGSTER_HOME "
+                        "under ENVDUELS_HOME) and print its address; Ctrl-C or SIGTERM stops it and every process "
+                        "it started.",
+            examples=("envduels ui --port 0",))
+    p.add_argument("--host", default="127.0.0.1", help="address the UI listens on")
+    p.add_argument("--port", type=PORT, default=3000, help="port the UI listens on; 0 picks a free port (printed)")
     p.set_defaults(func=_cmd_ui)
     return parser
 

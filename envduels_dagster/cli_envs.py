@@ -107,7 +107,8 @@ def cmd_play(args: argparse.Namespace) -> int:
             from envduels_dagster.core.play.transcripts import turns
 
             for k, turn in enumerate(turns(rec.transcript), 1):
-                print(f"-- turn {k}\nobs: {turn.observation}" + (f"\nact: {turn.action}" if turn.action else ""))
+                print(f"-- turn {k}\nobs: {turn.observation}" + (f"\nact: {turn.action}" if turn.action else "")
+                      + (f"\nrew: {turn.reward:g}" if turn.reward is not None else ""))
         print(f"{rec.status} after {rec.turns} turn(s) ({rec.stop_reason}); format errors {rec.format_errors}"
               + (f"; error: {rec.error}" if rec.error else ""))
     return 0 if rec.status != "incomplete" else 1

@@ -26,12 +26,13 @@ def _read_warehouse():
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """Print an environment's or a pair's episodes: cold and hinted of each seed side by side, turn by turn."""
-    from envduels_dagster.core.play.transcripts import load, side_by_side_text
+    """Print an environment's or a pair's episodes: a summary table first, then (--transcripts) cold and hinted
+    of each seed side by side, turn by turn."""
+    from envduels_dagster.core.play.transcripts import load, side_by_side_text, summary_text
 
     with _read_warehouse() as conn:
         try:
-            envs, eps = load(conn, args.target, args.solver, args.seed)
+            envs, eps = load(conn, args.target, args.solver, args.seed, getattr(args, "round_", None))
         except LookupError as exc:
             raise UsageError(str(exc)) from None
     if args.json:
@@ -40,7 +41,11 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(json.dumps({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}, default=str))
         return 0
     try:
-        print(side_by_side_text(envs, eps, width=args.width))
+        print(summary_text(eps))
+        if getattr(args, "transcripts", False):
+            print(side_by_side_text(envs, eps, width=args.width))
+        else:
+            print("(transcripts: the same command with --transcripts, or --json)")
     except BrokenPipeError:  # `envduels show ... | head`: the reader has what it wanted; exit quietly
         import os
 

@@ -10,7 +10,6 @@ import contextlib
 import io
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -349,8 +348,14 @@ def print_summary(counts: dict, wait_s: float = SUMMARY_WAIT_S) -> None:
 
 
 def open_ui(host: str, port: int) -> int:
+    """``dagster dev`` on the instance until Ctrl-C/SIGTERM, which stop its whole process tree (ui_process)."""
+    from envduels_dagster.ui_process import run_ui
+
     prepare_instance_home()
     dagster = Path(sys.executable).with_name("dagster")
-    cmd = [str(dagster), "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", host, "-p", str(port)]
-    print("Starting:", " ".join(cmd), f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
-    return subprocess.call(cmd, cwd=REPO_ROOT)
+
+    def cmd(p: int) -> list[str]:
+        return [str(dagster), "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", host, "-p", str(p)]
+
+    print("Starting:", " ".join(cmd(port)), f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
+    return run_ui(cmd, host, port, REPO_ROOT)

@@ -243,9 +243,10 @@ def add_parser(add, _int_in, _float_in) -> None:
                         "($ENVDUELS_HOME/experiment.json): the UI, its daemon, plan and later runs use them; a later "
                         "run with other sizes says what changes and what it costs before it runs. Calls already "
                         "made come from the call cache and are not paid twice. For the offline demo on the "
-                        "simulated models use 'envduels demo'.",
-            epilog="example: ENVDUELS_REGISTRY=my-models.yaml envduels run --envs-per-author 10 --seeds 4 --rounds 0 "
-                   "--budget-usd 20")
+                        "simulated models use 'envduels demo'. A paid run, for example: "
+                        "ENVDUELS_REGISTRY=my-models.yaml envduels run --envs-per-author 10 --seeds 4 --rounds 0 "
+                        "--budget-usd 20",
+            examples=("envduels run --envs-per-author 1 --seeds 2 --yes",))
     p.add_argument("--registry", metavar="FILE", help="the model registry (default: ENVDUELS_REGISTRY, else the "
                    "experiment's stored registry, else ./models.yaml)")
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,

@@ -132,6 +132,19 @@ def round_for_display(value: Any) -> Any:
     return round_plain(value) if isinstance(value, float) else value
 
 
+def rounded_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Every plain float of a materialization's metadata rounded for people (``round_for_display``; issue 43:
+    pass rates as 0.06944444444444445, cost as 0.29105549999999997); other values unchanged, order kept."""
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if isinstance(value, dg.FloatMetadataValue):
+            value = dg.MetadataValue.float(round_for_display(value.value)) if value.value is not None else value
+        elif isinstance(value, float) or (hasattr(value, "item") and isinstance(value.item(), float)):
+            value = round_for_display(value)
+        out[key] = value
+    return out
+
+
 def _cell(value: Any) -> Any:
     """A cell already rounded (``core.stats.rounding.round_row``) as a plain Python value; missing ones None."""
     try:

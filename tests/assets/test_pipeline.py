@@ -294,10 +294,14 @@ def test_the_experiment_report_answers_with_author_values_top_row(pipeline):
     assert sorted(re.findall(r'<tr class="answer" data-learner="([^"]+)"', html)) == learners
     cells = set(re.findall(r'<g class="cell(?: self)?" data-author="([^"]+)" data-solver="([^"]+)"', html))
     assert cells == set(query(db, "SELECT author, solver FROM pair_lift WHERE round = 0"))
-    pages = re.findall(r'<a class="episodes" href="(episodes/[^"]+)"', html)
+    pages = set(re.findall(r'<a class="episodes" href="(episodes/[^"#]+)', html))
     assert len(pages) == len(MODELS) ** 2
     assert all((envduels_home() / "reports" / "experiment" / p).is_file() for p in pages)
     md = instance.fetch_materializations(dg.AssetKey("experiment_report"), limit=1).records[0].asset_materialization
     assert md.metadata["report"].value.endswith("reports/experiment/index.html")
     assert {r.data["learner"]: r.data["author"] for r in md.metadata["answers"].records} == {
         learner: top.get(learner) for learner in learners}
+    key = dg.AssetCheckKey(dg.AssetKey("experiment_report"), "report_self_contained_and_matches_tables")
+    (last,) = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    evaluation = last.event.dagster_event.event_specific_data
+    assert evaluation.passed, evaluation.metadata["problems"].value

@@ -151,7 +151,35 @@ def test_the_self_authored_row_never_sets_the_chart_scale():
     ranked_top = table.loc[table["status"] == RANKED, "per_usd_upper"].max()
     assert panel_scale(table, "per_usd") == pytest.approx(ranked_top)
     svg = value_svg(table, LEARNER)
-    assert "(off scale)" in svg and svg.count('class="bar clipped"') == 1
+    assert "(off the scale, not ranked)" in svg and svg.count('class="bar clipped"') == 1
+
+
+def test_every_bar_and_whisker_stays_in_its_panel_and_the_value_sits_in_its_own_column():
+    """Issue 43: the self-authored bar ran into the next panel and the value, written at the whisker's end, read as
+    the upper bound. Each panel now ends where the next begins, with an axis, and values in a column of their own."""
+    import xml.etree.ElementTree as ET
+
+    envs, eps = warehouse()
+    table, _ = author_value(envs, eps, LEARNER, n_boot=200)
+    root = ET.fromstring(value_svg(table, LEARNER))
+    ns = "{http://www.w3.org/2000/svg}"
+    axes = [float(g.find(f"{ns}line").get("x1")) for g in root.iter(f"{ns}g") if g.get("class") == "axis"]
+    assert len(axes) == 3
+    ends = [*axes[1:], float(root.get("width"))]
+    def panel(x: float) -> int:
+        return max(i for i, a in enumerate(axes) if x >= a - 0.01)
+    for rect in (r for r in root.iter(f"{ns}rect") if (r.get("class") or "").startswith("bar")):
+        x, w = float(rect.get("x")), float(rect.get("width"))
+        assert x + w <= ends[panel(x)] - 58, (x, w)  # short of the value column
+    for line in (ln for ln in root.iter(f"{ns}line") if ln.get("class") == "whisker"):
+        x1, x2 = float(line.get("x1")), float(line.get("x2"))
+        assert panel(x1) == panel(x2) and x2 <= ends[panel(x1)] - 58
+    values = [t for t in root.iter(f"{ns}text") if t.get("class") == "value"]
+    assert values and all(t.get("text-anchor") == "end" for t in values)
+    assert {round(float(t.get("x")) - a) for t in values for a in axes if 0 < float(t.get("x")) - a < 270} == {262}
+    caption = " ".join(t.text or "" for t in root.iter(f"{ns}text") if t.get("class") == "caption")
+    assert "grey: self-authored" in caption and "yellow" not in caption  # only colours drawn are named
+    assert "whiskers: 95% interval" in caption and "\u25b6: past the scale" in caption
 
 
 def test_the_inline_chart_draws_text_bars_ranked_first_the_self_row_last_and_clipped():

@@ -84,3 +84,105 @@ def test_a_learner_without_a_ranked_author_says_insufficient_data():
 def test_an_empty_warehouse_gives_a_page_that_says_what_is_missing():
     html = render(ReportInputs())
     assert "author_value has not been materialized yet" in html and "rankings has not been materialized" in html
+
+
+def roles_rankings() -> pd.DataFrame:
+    """3 author-only models and 1 learner: one solver rank, three author ranks, no model with both."""
+    r = rankings().iloc[:0]
+    rows = [{"model": m, "solver_rank": None, "author_rank": float(k), "duel_wins": 0, "duel_ties": 0, "duel_losses": 0,
+             "author_n_envs": 3, "solver_n_envs": None} for k, m in enumerate(["a", "b", "c"], 1)]
+    rows.append({"model": "learner", "solver_rank": 1.0, "author_rank": None, "duel_wins": 0, "duel_ties": 0,
+                 "duel_losses": 0, "author_n_envs": None, "solver_n_envs": 9})
+    return pd.concat([r, pd.DataFrame(rows)], ignore_index=True)
+
+
+def test_a_roles_experiment_says_in_one_line_what_it_cannot_draw_and_no_duel_reads_0_0_0():
+    html = render(ReportInputs(rankings=roles_rankings()))
+    assert 'id="rank-scatter"' not in html
+    assert re.search(r'<p class="needs-roles">Not drawn: it needs at least two models that both author and solve; '
+                     r"this experiment has 0", html)
+    assert "0-0-0" not in html and html.count("no duels (needs both roles)") == 4
+    full = render(ReportInputs(rankings=rankings()))  # the full tournament still draws it
+    assert 'id="rank-scatter"' in full and "needs-roles" not in full
+
+
+def _costs() -> tuple[pd.DataFrame, pd.DataFrame]:
+    costs = pd.DataFrame([  # the authors wrote, the learner only played (what the old table left out)
+        {"model": "a", "authoring_calls": 10, "authoring_cost_usd": 0.5, "play_calls": 0, "play_cached_calls": 0,
+         "play_cost_usd": None},
+        {"model": "learner", "authoring_calls": 0, "authoring_cost_usd": None, "play_calls": 221,
+         "play_cached_calls": 30, "play_cost_usd": 0.046}])
+    pilot = pd.DataFrame([{"model": "learner", "authoring_calls": 0, "authoring_cost_usd": None, "play_calls": 12,
+                           "play_cached_calls": 0, "play_cost_usd": 0.004}])
+    return costs, pilot
+
+
+def test_the_spend_table_lists_every_model_with_play_pilot_and_cache_hits_apart_and_meets_the_ledger():
+    from envduels_dagster.core.report.spend import spend_html, spend_table
+
+    costs, pilot = _costs()
+    table = spend_table(costs, pilot)
+    learner = table.set_index("model").loc["learner"]
+    assert list(table["model"]) == ["a", "learner"]
+    assert (learner["play_calls"], learner["cache_hits"], learner["pilot_calls"]) == (221, 30, 12)
+    assert learner["total_usd"] == pytest.approx(0.05) and table["total_usd"].sum() == pytest.approx(0.55)
+    html = spend_html(table, {"a": {"calls": 10, "usd": 0.5}, "learner": {"calls": 233, "usd": 0.05}})
+    assert 'class="grand-total" data-usd="0.550000"' in html and 'class="ledger-total" data-usd="0.550000"' in html
+    assert "equal to the warehouse's total" in html and "Paid beyond" not in html
+    short = spend_html(table, {"a": {"calls": 10, "usd": 0.5}})  # the ledger paid less: the page says by how much
+    assert "$0.0500 less than the warehouse's" in short
+    study = spend_html(table, {"a": {"calls": 10, "usd": 0.5}, "learner": {"calls": 300, "usd": 0.09},
+                               "other": {"calls": 1, "usd": 0.01}})  # paid outside the tables: named, per model
+    assert 'class="ledger-total" data-usd="0.600000"' in study and "$0.0500 more than the warehouse's" in study
+    assert "Paid beyond the warehouse's authoring and play: learner $0.0400; other $0.0100" in study
+    assert '<tr data-model="other">' in study
+    assert "No budget ledger" in spend_html(table, None) and "ledger-total" not in spend_html(table, None)
+
+
+def test_the_ledger_is_read_without_being_created_or_changed(tmp_path):
+    from envduels_dagster.core.models.budget import BudgetLedger, Caps
+    from envduels_dagster.core.models.registry import ModelEntry
+    from envduels_dagster.core.report.spend import read_ledger
+
+    path = tmp_path / "budget.sqlite"
+    assert read_ledger(path) is None and not path.exists()
+    ledger = BudgetLedger(path, Caps(total=5.0))
+    entry = ModelEntry(name="m", model="openai/x", input_cost_per_mtok=1, output_cost_per_mtok=1)
+    ledger.settle(ledger.reserve(entry, [{"role": "user", "content": "hi"}]), 0.25, 10, 10)
+    ledger.reserve(entry, [{"role": "user", "content": "held, not paid"}])
+    ledger.close()
+    before = path.read_bytes()
+    assert read_ledger(path) == {"m": {"calls": 1, "usd": 0.25}}
+    assert path.read_bytes() == before
+
+
+def test_heatmap_cells_the_answers_author_and_training_rows_link_to_the_pairs_episode_index():
+    envs, eps = warehouse()
+    table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, n_boot=300)
+    pages = {f"{a}|{LEARNER}": f"episodes/{a}__{LEARNER}.html" for a in table["author"]}
+    lift = pd.DataFrame([{"round": 0, "author": "cheap", "solver": LEARNER, "is_self_pair": False, "n_envs": 3,
+                          "lift": 0.2, "lift_ci_lower": 0.0, "lift_ci_upper": 0.4}])
+    training = {LEARNER: {"admitted": 2, "considered": 5, "categories": {"learnable": 2}, "excluded": pd.DataFrame()}}
+    html = render(ReportInputs(pair_lift=lift, author_value=table, author_value_mix=mix, episode_pages=pages,
+                               training=training))
+    assert re.search(rf'<a class="cell-link" href="episodes/cheap__{LEARNER}.html#index">\s*<g class="cell"', html)
+    answer = html[html.index('id="answer"'):html.index('id="leaderboard"')]
+    assert f'href="episodes/cheap__{LEARNER}.html#index"' in answer
+    train = html[html.index('id="training"'):]
+    assert all(f'href="episodes/{a}__{LEARNER}.html#index"' in train for a in table["author"])
+
+
+def test_the_report_check_names_each_problem_of_a_broken_page(tmp_path):
+    from envduels_dagster.assets.report.checks import report_problems
+
+    (tmp_path / "episodes").mkdir()
+    (tmp_path / "episodes" / "a__b.html").write_text("ok")
+    good = ('<tr class="answer" data-learner="b" data-author="a"><a href="episodes/a__b.html#index">'
+            '<td class="grand-total" data-usd="0.550000">')
+    assert report_problems(good, tmp_path, {"b": "a"}, 0.55) == []
+    bad = good.replace("a__b", "a__c") + '<script src="https://cdn.example/x.js"></script>'
+    problems = report_problems(bad.replace('data-usd="0.550000"', 'data-usd="0.420000"'), tmp_path, {"b": "z"}, 0.55)
+    assert any("<script>" in p for p in problems) and any("external resource" in p for p in problems)
+    assert any("episode page episodes/a__c.html is linked but missing" in p for p in problems)
+    assert any("answer rows {'b': 'a'} differ from author_value's rank 1 {'b': 'z'}" in p for p in problems)
+    assert any("spend total 0.420000 differs from the warehouse's 0.550000" in p for p in problems)

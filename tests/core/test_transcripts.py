@@ -60,13 +60,13 @@ def test_turns_pair_each_observation_with_the_action_that_answered_it():
 
 
 def test_cold_and_hinted_turns_of_the_same_seed_appear_side_by_side(home_with_episodes, capsys):
-    assert main(["show", "expert.r0.1", "--solver", "novice", "--width", "100"]) == 0
+    assert main(["show", "expert.r0.1", "--solver", "novice", "--width", "100", "--transcripts"]) == 0
     out = capsys.readouterr().out
     assert "expert.r0.1 (author expert, round 0) played by novice, seed 0" in out
     assert "hint given to the hinted side:" in out and "it is prime and > 90" in out
     lines = out.splitlines()
     outcome = next(line for line in lines if line.startswith("COLD: failure"))
-    assert "| HINTED: success, terminated, 1 turns" in outcome
+    assert "| HINTED: success, ended by the environment, 1 turn" in outcome and "1 turns" not in out
     # the first turn: the cold action and the hinted action on the same line, in their columns
     first = next(line for line in lines if "act: \\boxed{50}" in line)
     assert first.index("act: \\boxed{50}") < first.index("| ") and "\\boxed{97}" not in first
@@ -76,7 +76,7 @@ def test_cold_and_hinted_turns_of_the_same_seed_appear_side_by_side(home_with_ep
 
 
 def test_a_pair_shows_every_environment_and_seed_of_that_pair(home_with_episodes, capsys):
-    assert main(["show", "expert|oracle"]) == 0
+    assert main(["show", "expert|oracle", "--transcripts"]) == 0
     out = capsys.readouterr().out
     assert out.count("played by oracle, seed 0") == 1 and "played by novice" not in out
 
@@ -112,6 +112,71 @@ def test_the_episode_page_puts_cold_and_hinted_in_two_columns(home_with_episodes
     with duckdb.connect(str(home_with_episodes / "warehouse.duckdb"), read_only=True) as conn:
         envs, eps = load(conn, "expert|novice")
     html = episodes_html("Episodes: expert -> novice", envs, eps)
-    assert html.count('<section class="episode"') == 2 and html.count('<td class="cold">') == 2
+    assert html.count('<details class="episode"') == 2 and html.count('<td class="cold">') == 2
     assert "<script" not in html and "it is prime and &gt; 90" in html
     assert side_by_side_text(envs, eps).count("COLD:") == 2
+
+
+def test_show_prints_a_summary_table_first_and_transcripts_only_on_request(home_with_episodes, capsys):
+    assert main(["show", "expert|novice"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ["round", "environment", "solver", "seed", "condition", "outcome", "stop", "turns",
+                                "reward"]
+    assert lines[1].split()[:6] == ["0", "expert.r0.1", "novice", "0", "cold", "failure"]
+    assert "turn limit" in lines[1] and "4 episodes of 1 environment: cold 1/2 successes, hinted 2/2 successes" in out
+    assert "obs:" not in out and "--transcripts" in out  # no transcript unless asked
+    assert main(["show", "expert|novice", "--round", "1"]) == 2
+    assert "no episodes for pair 'expert|novice'" in capsys.readouterr().err
+
+
+def test_the_episode_index_links_every_episode_to_its_collapsed_transcript_with_rewards():
+    from envduels_dagster.core.play.episode import episode_trailer
+
+    cold = episode("cold", 0, "failure", json.dumps(json.loads(chat(("Guess (seed 0)", "\\boxed{50}"), ("higher", "\\boxed{75}")))
+                                                + [episode_trailer([0.0, 0.25], "")]))
+    hinted = episode("hinted", 0, "success", json.dumps(json.loads(chat(("Guess (seed 0)\nHint: 97", "\\boxed{97}")))
+                                                     + [episode_trailer([1.0], "Correct: 97 in 1 guess.")]))
+    eps = pd.DataFrame([cold, hinted])
+    assert [t.reward for t in turns(hinted["transcript"])] == [1.0, None]
+    assert turns(hinted["transcript"])[-1].observation == "Correct: 97 in 1 guess."
+    html = episodes_html("t", pd.DataFrame([ENV]), eps, back="../index.html")
+    index = html[html.index('<table id="index"'):html.index("</table>")]
+    assert index.count("<tr class=") == 2 and '<tr class="failure"' in index and '<tr class="success"' in index
+    assert index.count('href="#ep-expert.r0.1-s0"') == 2 and html.count('id="ep-expert.r0.1-s0"') == 1
+    details = html[html.index('<details class="episode"'):]
+    assert details.index("reward 0") < details.index("reward 0.25") and "reward 1<" in details
+    assert "final observation" in details and "Correct: 97 in 1 guess." in details
+    assert '<div class="transcript" id="ep-expert.r0.1-s0">' in details and "<details open" not in html
+    assert 'href="../index.html"' in html and "<script" not in html
+
+
+def test_a_played_episode_records_each_steps_reward_and_the_final_observation_outside_the_chat():
+    """The trailer is after the last message the model saw: nothing sent changes, the viewer gets the rewards."""
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from envduels_dagster.core.models.gateway import Gateway
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.core.play.episode import TRAILER_ROLE, play_episode
+    from envduels_dagster.core.protocol import EnvironmentSpec
+    from tests.helpers.pipeline import write_registry
+
+    source = (
+        "class Count:\n"
+        "    def reset(self, seed):\n        self.n = 0\n        return 'say 1, then 2', {}\n"
+        "    def step(self, action):\n        self.n += 1\n"
+        "        return f'step {self.n} done', 0.5 * self.n, self.n >= 2, False, {}\n"
+        "    def reference_actions(self, seed):\n        return ['1', '2']\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        registry = load_registry(write_registry(Path(tmp) / "models.yaml", ["oracle"]))
+        env = EnvironmentSpec(env_id="t.r0.1", author="t", domain="count", class_name="Count", max_turns=4,
+                              source=source, hint="1 then 2")
+        rec = asyncio.run(play_episode(Gateway(registry), "oracle", env, 0, "cold"))
+    assert rec.transcript[-1]["role"] == TRAILER_ROLE
+    assert all(m["role"] != TRAILER_ROLE for m in rec.transcript[:-1])
+    t = turns(rec.transcript)
+    assert [x.reward for x in t if x.action] == json.loads(rec.transcript[-1]["rewards"])
+    if rec.stop_reason == "terminated":
+        assert t[-1].observation == rec.transcript[-1]["content"] and t[-1].action == ""

@@ -21,6 +21,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 
@@ -56,7 +57,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _materialize(home: Path, registry: Path) -> None:
+def _materialize(home: Path, registry: Path, **extra: str) -> None:
     """The small pipeline, in a child process with the test's ENVDUELS_HOME / DAGSTER_HOME."""
     code = (
         "import dagster as dg\n"
@@ -70,8 +71,8 @@ def _materialize(home: Path, registry: Path) -> None:
         "with dg.DagsterInstance.get() as instance:\n"
         "    materialize_all(instance, resources, log=print)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(home, registry), capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**_env(home, registry), **extra},
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"materializing the small pipeline failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
 
 
@@ -106,6 +107,22 @@ def small_home(tmp_path_factory):
     registry = tmp / "models.yaml"
     registry.write_text("models:\n" + "".join(f"  - name: {m}\n    model: envduels-sim/{m}\n" for m in MODELS))
     _materialize(home, registry)
+    return tmp, home, registry
+
+
+ROLES = {"expert": "author", "journeyman": "author", "apprentice": "author", "novice": "solver"}
+
+
+@pytest.fixture(scope="module")
+def roles_home(tmp_path_factory):
+    """A roles experiment as issue 43 tried it: 3 author-only models and 1 learner, priced, under a budget cap
+    (so the ledger records every paid call)."""
+    tmp = tmp_path_factory.mktemp("roles")
+    home, registry = tmp / "home", tmp / "models.yaml"
+    registry.write_text("models:\n" + "".join(
+        f"  - name: {m}\n    model: envduels-sim/{m}\n    roles: [{role}]\n    input_cost_per_mtok: 1\n"
+        f"    output_cost_per_mtok: 4\n" for m, role in ROLES.items()))
+    _materialize(home, registry, ENVDUELS_BUDGET_USD="50")
     return tmp, home, registry
 
 
@@ -214,6 +231,9 @@ def test_author_value_chart_renders(ui, browser):
     body = _page_shows(browser, url, ["answer", "author_value", "chart", "chart_image", "projection", "journeyman",
                                       "#1 [1-1]", "self-authored"], "browser-author-value-metadata.png")
     assert any(ch in body for ch in "\u2588\u2593\u2591"), "no text bar drawn in place"
+    # the answer and the chart before the column descriptions (issue 43: 33 of them came first)
+    column_doc = "Sum over the sample of each slot's learnable probability"
+    assert column_doc not in body or body.index("answer") < body.index("chart") < body.index(column_doc), body[:3000]
     deadline, images = time.time() + 60, []
     while time.time() < deadline and not images:
         for link in browser.find_elements(By.XPATH, "//*[normalize-space()='[Show Markdown]' or "
@@ -293,3 +313,79 @@ def test_the_experiment_report_renders_and_answers_the_question(small_home, brow
     assert ranked and facts["points"] == ranked
     assert facts["charts"] == dict.fromkeys(learners, 1)
     assert "Which author should I pay for my learner?" in facts["text"] and "Training sets" in facts["text"]
+
+
+def _overlapping_labels(driver) -> list[str]:
+    """Pairs of text labels, within one figure, whose rendered boxes intersect by more than a pixel."""
+    return driver.execute_script("""
+        const out = [];
+        for (const svg of document.querySelectorAll('svg')) {
+          const boxes = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim())
+            .map(t => [t.textContent.trim(), t.getBoundingClientRect()]);
+          for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+            const [a, r] = boxes[i], [b, q] = boxes[j];
+            const w = Math.min(r.right, q.right) - Math.max(r.left, q.left);
+            const h = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+            if (w > 1 && h > 1) out.push((svg.id || 'chart') + ': ' + a + ' / ' + b);
+          }
+        }
+        return out;""")
+
+
+def _ledger_total(home: Path) -> float:
+    import sqlite3
+
+    path = home / "cache" / "budget.sqlite"
+    if not path.is_file():
+        return 0.0
+    with sqlite3.connect(path) as conn:
+        return float(conn.execute("SELECT COALESCE(SUM(usd), 0) FROM spend WHERE state = 'spent'").fetchone()[0])
+
+
+@pytest.mark.parametrize("which", ["roles_home", "small_home"])
+def test_the_report_fits_the_experiment_and_every_cell_opens_its_episodes(which, request, browser):
+    """Issue 43's review, automated: no empty figure (a figure that needs both roles says so in a line), the spend
+    total is the budget ledger's, no label drawn over another, and each heatmap cell opens its pair's episode
+    index, whose rows open their (collapsed) transcripts."""
+    from selenium.webdriver.common.by import By
+
+    _, home, _ = request.getfixturevalue(which)
+    report = home / "reports" / "experiment" / "index.html"
+    screenshot_report(browser, report, ARTIFACTS / f"experiment-report-{which}.png")
+    for svg in browser.find_elements(By.CSS_SELECTOR, "svg"):
+        marks = svg.find_elements(By.CSS_SELECTOR, "g.cell, g.point, rect.bar")
+        assert marks, f"an empty figure: {svg.get_attribute('id') or svg.text[:80]}"
+    if which == "roles_home":
+        note = browser.find_element(By.CSS_SELECTOR, "#ranks .needs-roles").text
+        assert "needs at least two models that both author and solve" in note
+        assert not browser.find_elements(By.ID, "rank-scatter")
+        models = {r.get_attribute("data-model") for r in browser.find_elements(By.CSS_SELECTOR, "#cost tr[data-model]")}
+        assert models == set(ROLES), models  # the learner's play is there too
+        assert "0-0-0" not in browser.find_element(By.ID, "leaderboard").text
+    paid = browser.find_elements(By.CSS_SELECTOR, "#cost .ledger-total")
+    if (home / "cache" / "budget.sqlite").is_file():  # a cap was set: the page's paid total is the ledger's
+        assert paid and float(paid[0].get_attribute("data-usd")) == pytest.approx(_ledger_total(home), abs=1e-6)
+        cells = [float(c.get_attribute("data-usd")) for c in browser.find_elements(By.CSS_SELECTOR, "#cost td.paid")]
+        assert sum(cells) == pytest.approx(_ledger_total(home), abs=1e-6) and _ledger_total(home) > 0
+    else:
+        assert not paid and "No budget ledger" in browser.find_element(By.ID, "cost").text
+    assert _overlapping_labels(browser) == []
+    links = [(a.get_dom_attribute("href"), a.find_element(By.CSS_SELECTOR, "g.cell").get_attribute("data-author"),
+              a.find_element(By.CSS_SELECTOR, "g.cell").get_attribute("data-solver"))
+             for a in browser.find_elements(By.CSS_SELECTOR, "#lift-heatmap a.cell-link")]
+    assert links and len(links) == len(browser.find_elements(By.CSS_SELECTOR, "#lift-heatmap g.cell"))
+    for href, author, solver in links:
+        browser.get(urljoin(report.as_uri(), href))  # an SVG link's href attribute is as written (relative)
+        assert author in browser.title and solver in browser.title
+        rows = browser.find_elements(By.CSS_SELECTOR, "#index tbody tr")
+        assert rows and {r.get_attribute("class") for r in rows} <= {"success", "failure", "incomplete"}
+        target = rows[-1].find_element(By.CSS_SELECTOR, "a.transcript").get_attribute("href").split("#", 1)[1]
+        details = browser.find_element(By.ID, target).find_element(By.XPATH, "./ancestor::details")
+        assert not details.get_attribute("open")  # collapsed until asked for
+        rows[-1].find_element(By.CSS_SELECTOR, "a.transcript").click()
+        assert browser.execute_script("return document.getElementById(arguments[0]).closest('details').open",
+                                      target), href
+        assert details.find_elements(By.CSS_SELECTOR, "td.cold .turn, td.hinted .turn")
+    browser.get(report.as_uri())
+    answer_links = browser.find_elements(By.CSS_SELECTOR, "#answer a.episodes")
+    assert answer_links and all("#index" in a.get_attribute("href") for a in answer_links)

@@ -31,6 +31,7 @@ from envduels_dagster.assets.shared import (
     OWNERS,
     documented_schema,
     markdown_table,
+    rounded_metadata,
     table_metadata,
     table_version,
     utcnow,
@@ -234,7 +235,7 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
             version, table = table_version(conn, "episodes", where=pair), table_metadata(conn, "episodes", pair)
         calls = sum(r.model_calls for r in played.records)
         hits = sum(r.cached_calls for r in played.records)
-        return dg.MaterializeResult(data_version=version, metadata={
+        return dg.MaterializeResult(data_version=version, metadata=rounded_metadata({
             **table,
             "num_rows": len(df),
             "valid_envs": sum(e.valid for e in envs),
@@ -252,7 +253,7 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
             **budget_metadata(df, gw.ledger),
             "stop_reasons": dg.MetadataValue.md(markdown_table(
                 df.groupby(["condition", "stop_reason"]).size().rename("episodes").reset_index())),
-        })
+        }))
 
     # one writer thread per run (``writer``): the pairs' writes never run at once (one DuckDB writer)
     return await asyncio.get_running_loop().run_in_executor(writer, write)

@@ -72,6 +72,37 @@ class MartsTranslator(DagsterDbtTranslator):
     def get_tags(self, dbt_resource_props):
         return {**super().get_tags(dbt_resource_props), "layer": "mart"}
 
+    def get_asset_check_spec(self, asset_spec, manifest, unique_id, project):
+        """dbt's own check, with a description a reader understands: dbt names a generic test after its arguments
+        and cuts it (``value_between_…t_lower__1___1``, issue 43); the UI shows this sentence under the name."""
+        spec = super().get_asset_check_spec(asset_spec, manifest, unique_id, project)
+        if spec is None or spec.description:
+            return spec
+        node = manifest.get("nodes", {}).get(unique_id, {})
+        return spec._replace(description=describe_test(node))
+
+
+def describe_test(node: dict) -> str:
+    """One sentence for a dbt test node: its yml description, else what its generic test asserts."""
+    if node.get("description"):
+        return str(node["description"])
+    meta = node.get("test_metadata") or {}
+    kw = {k: v for k, v in (meta.get("kwargs") or {}).items() if k != "model"}
+    col = kw.get("column_name", "")
+    words = {
+        "not_null": lambda: f"{col} is never null",
+        "unique": lambda: f"{col} is unique",
+        "value_between": lambda: f"{col} is between {kw.get('min_value')} and {kw.get('max_value')} (or null)",
+        "unique_combination": lambda: f"one row per ({', '.join(map(str, kw.get('columns', [])))})",
+        "expression_holds": lambda: f"every row satisfies: {kw.get('expression')}",
+        "interval_contains": lambda: (f"{kw.get('lower')} <= {col} <= {kw.get('upper')} wherever the interval is "
+                                      f"published ({kw.get('reason')} says why where it is not)"),
+        "accepted_values": lambda: f"{col} is one of {', '.join(map(str, kw.get('values', [])))}",
+        "relationships": lambda: f"{col} refers to an existing {kw.get('to')} row ({kw.get('field')})",
+    }
+    name = str(meta.get("name") or node.get("name", "test"))
+    return words[name]() if name in words else f"dbt test {name}" + (f" on {col}" if col else "")
+
 
 @contextlib.contextmanager
 def _environment(**values: str):

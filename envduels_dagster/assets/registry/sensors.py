@@ -178,8 +178,9 @@ def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
             context.log.warning(line)
             notes.append(line)
         runs = _advance(context, book, registry, notes)
-        if not runs and not partition_requests:
-            return dg.SensorResult(cursor=book.to_json(), skip_reason=dg.SkipReason(skip_reason(len(book.open), notes)))
+        if not runs:  # the tick says why no run (issue 43: "0 runs requested" after registering partitions)
+            return dg.SensorResult(dynamic_partitions_requests=partition_requests, cursor=book.to_json(),
+                                   skip_reason=dg.SkipReason(skip_reason(len(book.open), notes)))
         return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=partition_requests,
                                cursor=book.to_json())
 

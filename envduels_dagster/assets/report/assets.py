@@ -13,7 +13,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.assets.shared import OWNERS
-from envduels_dagster.resources import DuelSettings
+from envduels_dagster.resources import DuelSettings, GatewayResource
 
 ANSWER_COLUMNS = [("learner", "string", "The learner (solver) the training environments are for."),
                   ("author", "string", "The author ranked first for this learner in table author_value."),
@@ -53,6 +53,7 @@ def answers_table(ans) -> dg.TableMetadataValue:
 
 @dg.asset(
     deps=[dg.AssetKey("rankings"), dg.AssetKey("pair_lift"), dg.AssetKey("authoring_progress"),
+          dg.AssetKey("lift_learning"),  # after the study's calls: the spend table sets the ledger beside the tables
           dg.AssetDep("author_value", partition_mapping=dg.AllPartitionMapping()),
           dg.AssetDep("training_set", partition_mapping=dg.AllPartitionMapping())],
     group_name="report", kinds={"python", "html"}, owners=OWNERS, tags={"layer": "product"}, code_version="1",
@@ -65,10 +66,13 @@ def answers_table(ans) -> dg.TableMetadataValue:
                 "episodes per pair (cold and hinted side by side).",
 )
 def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResource,
-                      settings: DuelSettings) -> dg.MaterializeResult:
+                      settings: DuelSettings, gateway: GatewayResource) -> dg.MaterializeResult:
+    from envduels_dagster.core.models.budget import ledger_path_for
     from envduels_dagster.core.play.transcripts import EPISODE_COLUMNS, episodes_html
     from envduels_dagster.core.report import experiment as rep
+    from envduels_dagster.core.report.spend import read_ledger, read_pilot_costs
     from envduels_dagster.core.value.chart import value_sentence
+    from envduels_dagster.settings import envduels_home
 
     round_ = settings.rankings_round
     folder = report_dir()
@@ -77,15 +81,19 @@ def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     with warehouse.get_connection() as conn:
         inputs = rep.read_inputs(conn, round_)
         inputs.training = _training_summaries(conn, settings)
-        pairs = conn.execute("SELECT DISTINCT author, solver FROM episodes WHERE round = ? ORDER BY 1, 2",
-                             [round_]).fetchall() if _has(conn, "episodes") else []
-        for author, solver in pairs:
-            eps = conn.execute(f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE author = ? AND solver = ? AND round = ? "
-                               "ORDER BY env_id, seed, condition", [author, solver, round_]).df()
+        pairs = conn.execute("SELECT DISTINCT author, solver FROM episodes ORDER BY 1, 2").fetchall() \
+            if _has(conn, "episodes") else []
+        for author, solver in pairs:  # every round's episodes of the pair on one page, round by round
+            eps = conn.execute(f"SELECT {EPISODE_COLUMNS} FROM episodes WHERE author = ? AND solver = ? "
+                               "ORDER BY round, env_id, seed, condition", [author, solver]).df()
             envs = conn.execute("SELECT env_id, hint FROM environments WHERE author = ?", [author]).df()
             name = f"{_safe(author)}__{_safe(solver)}.html"
-            (pages / name).write_text(episodes_html(f"Episodes: {author} -> {solver} (round {round_})", envs, eps))
+            (pages / name).write_text(episodes_html(f"Episodes: {author} -> {solver} (every round)", envs, eps,
+                                                    back="../index.html"))
             inputs.episode_pages[f"{author}|{solver}"] = f"episodes/{name}"
+    inputs.pilot_costs = read_pilot_costs(envduels_home() / "plans" / "pilot.duckdb")
+    cache = gateway.resolved().cache_path if hasattr(gateway, "resolved") else gateway.cache_path  # "": the home's
+    inputs.ledger = read_ledger(ledger_path_for(cache, envduels_home()))
     html = rep.render(inputs)
     path = folder / "index.html"
     tmp = path.with_suffix(".html.tmp")
@@ -99,8 +107,7 @@ def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResour
                                 mix[mix["learner"] == learner] if len(mix) else mix, learner)
                  for learner in ans["learner"]]
     context.log.info(f"experiment report: {path}")
-    metadata: dict[str, Any] = {
-        "answer": dg.MetadataValue.md("\n\n".join(lines) or "author_value has not been materialized yet"),
+    metadata: dict[str, Any] = {**answer_entries(ans["learner"].tolist() if ans is not None else [], lines),
         "report": dg.MetadataValue.path(str(path)),
         "report_url": dg.MetadataValue.url(path.as_uri()),
         "episode_pages": len(inputs.episode_pages),
@@ -109,6 +116,23 @@ def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     if ans is not None:
         metadata["answers"] = answers_table(ans)
     return dg.MaterializeResult(metadata=metadata)
+
+
+MARKDOWN_LIMIT = 1000  # Dagster puts longer Markdown behind "[Show Markdown]" (issue 43: the answer was hidden)
+
+
+def answer_entries(learners: list[str], lines: list[str]) -> dict[str, Any]:
+    """The answer as metadata shown in place: one entry when it fits under Dagster's Markdown limit, else one
+    entry per learner (``answer: LEARNER``), each cut to fit, the rest being in the report."""
+    if not lines:
+        return {"answer": dg.MetadataValue.md("author_value has not been materialized yet")}
+    joined = "\n\n".join(lines)
+    if len(joined) < MARKDOWN_LIMIT:
+        return {"answer": dg.MetadataValue.md(joined)}
+    cut = MARKDOWN_LIMIT - 60
+    return {f"answer: {learner}": dg.MetadataValue.md(line if len(line) < MARKDOWN_LIMIT else
+                                                      line[:cut].rsplit(" ", 1)[0] + " ... (the rest: in the report)")
+            for learner, line in zip(learners, lines)}
 
 
 def _has(conn, table: str) -> bool:

@@ -8,7 +8,8 @@ Why an area of its own: it reads every other area's results and writes only file
 import dagster as dg
 
 from envduels_dagster.assets.report.assets import experiment_report
+from envduels_dagster.assets.report.checks import report_self_contained_and_matches_tables
 
 
 def defs() -> dg.Definitions:
-    return dg.Definitions(assets=[experiment_report])
+    return dg.Definitions(assets=[experiment_report], asset_checks=[report_self_contained_and_matches_tables])

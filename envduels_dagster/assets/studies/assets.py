@@ -9,7 +9,14 @@ import asyncio
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from envduels_dagster.assets.shared import OWNERS, documented_schema, markdown_table, table_metadata, table_version
+from envduels_dagster.assets.shared import (
+    OWNERS,
+    documented_schema,
+    markdown_table,
+    rounded_metadata,
+    table_metadata,
+    table_version,
+)
 from envduels_dagster.resources import DuelSettings, GatewayResource, SandboxResource
 
 
@@ -44,10 +51,10 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
         on_learner=lambda learner: context.log.info(f"lift->learning: studied {learner}"))))
     with warehouse.get_connection() as conn:
         replace_rows(conn, "lift_learning", df)
-    return dg.MaterializeResult(data_version=table_version(warehouse, "lift_learning"), metadata={
+    return dg.MaterializeResult(data_version=table_version(warehouse, "lift_learning"), metadata=rounded_metadata({
         **table_metadata(warehouse, "lift_learning"),
         "num_rows": len(df),
         **correlation_summary(df),
         "not_studied (no training backend for real models)": ", ".join(skipped) or "none",
         "rows": dg.MetadataValue.md(markdown_table(df)),
-    })
+    }))

@@ -63,9 +63,6 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
     with warnings.catch_warnings():  # Output(data_version=...) is marked beta; it is the documented way
         warnings.simplefilter("ignore")
         return dg.Output(df, data_version=dg.DataVersion(content_version(df)), metadata={
-            # the warehouse table; the IO manager then gives the row count and schema of the staged snapshot
-            # (the same rows, plus their provenance columns), which load_asset_value returns once the checks pass
-            **table,
             "num_rows": len(df),
             "admission": dg.MetadataValue.md(
                 f"{rule.method}: P(true p_cold <= {rule.cold_ceiling:g} and true p_hint >= {rule.min_hint:g}) >= "
@@ -87,6 +84,10 @@ def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, ware
             "environments": display_table(df.to_dict("records"), ENV_COLUMNS, "training_set"),
             "not_admitted": display_table(built.excluded.to_dict("records") if built.excluded is not None else [],
                                           EXCLUDED_COLUMNS, "training_set", descriptions=EXCLUDED_DOCS),
+            # last (issue 43: the column descriptions came before what a reader opens the page for): the warehouse
+            # table; the IO manager then gives the row count and schema of the staged snapshot (the same rows,
+            # plus their provenance columns), which load_asset_value returns once the checks pass
+            **table,
         })
 
 

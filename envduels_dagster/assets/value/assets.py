@@ -16,6 +16,7 @@ from envduels_dagster.assets.shared import (
     OWNERS,
     display_table,
     documented_schema,
+    rounded_metadata,
     table_metadata,
     table_version,
 )
@@ -93,18 +94,18 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
     answer = value_sentence(table, mix, learner)
     context.log.info(answer)
     versioned = table_version(warehouse, "author_value", "author_value_mix", where={"learner": learner})
-    return dg.MaterializeResult(data_version=versioned, metadata={  # the headline answer first, details after
+    return dg.MaterializeResult(data_version=versioned, metadata=rounded_metadata({  # the answer first, details after
         "answer": dg.MetadataValue.md(answer),
         "chart": chart_table(table),  # drawn in place by the UI
         "chart_image": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
         "author_value": author_value_table(table),
-        **table_metadata(warehouse, "author_value", {"learner": learner}),
         "num_rows": len(table),
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
         "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, "author_value_mix"),
         "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
-    })
+        **table_metadata(warehouse, "author_value", {"learner": learner}),  # the column descriptions last
+    }))
 
 
 def _chart_path(learner: str):

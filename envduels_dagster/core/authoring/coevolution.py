@@ -60,7 +60,7 @@ def failure_excerpts(episodes: pd.DataFrame, budget: int, forbidden_hints: list[
     failed = episodes[episodes["status"] == "failure"].sort_values(["condition", "solver", "seed"])
     for row in failed.itertuples(index=False):
         turns = json.loads(row.transcript)
-        tail = [m for m in turns if m["role"] != "system"][-2:]
+        tail = [m for m in turns if m["role"] in ("user", "assistant")][-2:]  # not the viewer's trailer
         body = " | ".join(f"{m['role']}: {m['content'][:160]}" for m in tail)
         line = scrub(f"- {row.solver} ({row.condition}, seed {row.seed}): {body}", forbidden_hints)
         if used + len(line) + 1 > budget:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -56,6 +57,8 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
     rec = EpisodeRecord(env_id=env.env_id, author=env.author, solver=solver, condition=condition, seed=seed,
                         status="incomplete", stop_reason="env_error")
     messages: list[dict[str, str]] = [{"role": "system", "content": SOLVER_SYSTEM_PROMPT}]
+    rewards: list[float] = []  # per step, for the episode viewer (kept in the transcript's trailer, not sent)
+    final_observation = ""  # what the environment said on the step that ended it (never sent to the model)
     t0 = time.perf_counter()
     try:
         async with (contextlib.nullcontext(sandbox) if sandbox is not None
@@ -98,9 +101,11 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
                 else:
                     observation, reward, terminated, truncated, _ = await sandbox.step(format_action(action))
                 rec.final_reward = reward
+                rewards.append(float(reward))
                 if terminated or truncated:
                     rec.status = "success" if is_success(terminated, reward) else "failure"
                     rec.stop_reason = "terminated" if terminated else "truncated"
+                    final_observation = str(observation)
                     break
                 messages.append({"role": "user", "content": observation})
             else:
@@ -120,8 +125,18 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
             rec.retries += len(exc.retried_errors) + 1
             rec.retry_errors += [*exc.retried_errors, exc.error_class]
     rec.latency_s = time.perf_counter() - t0
-    rec.transcript = messages
+    rec.transcript = [*messages, episode_trailer(rewards, final_observation)]
     return rec
+
+
+TRAILER_ROLE = "environment"
+
+
+def episode_trailer(rewards: list[float], final_observation: str) -> dict[str, str]:
+    """The transcript's last entry, never sent to a model: the reward of each step and the observation of the
+    step that ended the episode (empty when the turn limit or an error ended it). ``core.play.transcripts``
+    shows them; the hardening digest leaves this role out."""
+    return {"role": TRAILER_ROLE, "content": final_observation, "rewards": json.dumps(rewards)}
 
 
 def episode_runner(gateway: ChatGateway, solver: str, limits: SandboxLimits | None, budget_s: float | None,

@@ -19,6 +19,7 @@ from html import escape
 import pandas as pd
 
 from envduels_dagster.core.report.figures import lift_heatmap_svg, rank_scatter_svg
+from envduels_dagster.core.report.spend import read_costs, spend_html, spend_table
 from envduels_dagster.core.value.author_value import RANKED, UNPRICED
 from envduels_dagster.core.value.chart import value_svg
 
@@ -38,7 +39,9 @@ class ReportInputs:
     training: dict[str, dict] = field(default_factory=dict)  # learner -> {"admitted", "categories", "excluded"}
     progress: pd.DataFrame = field(default_factory=pd.DataFrame)  # authoring_progress
     rounds: pd.DataFrame = field(default_factory=pd.DataFrame)  # per round: written, valid, hardened, kept
-    costs: pd.DataFrame = field(default_factory=pd.DataFrame)  # per model: authoring and evaluation calls/cost
+    costs: pd.DataFrame = field(default_factory=pd.DataFrame)  # per model: authoring and play calls/cost (spend.py)
+    pilot_costs: pd.DataFrame = field(default_factory=pd.DataFrame)  # the same from the pilot's warehouse
+    ledger: dict[str, dict[str, float]] | None = None  # the budget ledger's settled calls per model (None: no file)
     episode_pages: dict[str, str] = field(default_factory=dict)  # "author|solver" -> relative link
 
 
@@ -62,13 +65,7 @@ def read_inputs(conn, round_: int = 0) -> ReportInputs:
                            sum((parent_env_id IS NOT NULL AND source_sha256 IN (SELECT source_sha256 FROM environments
                                 p WHERE p.env_id = e.parent_env_id))::INT) AS kept_unchanged
                     FROM environments e GROUP BY round ORDER BY round""", "environments"),
-        costs=q("""SELECT m.author AS model, m.calls AS authoring_calls, m.cost AS authoring_cost_usd,
-                          coalesce(s.calls, 0) AS solving_calls, s.cost AS solving_cost_usd
-                   FROM (SELECT author, sum(author_calls) AS calls, sum(author_cost_usd) AS cost FROM environments
-                         GROUP BY author) m
-                   LEFT JOIN (SELECT solver, sum(model_calls) AS calls, sum(cost_usd) AS cost FROM episodes
-                              GROUP BY solver) s ON s.solver = m.author ORDER BY m.author""",
-                "environments", "episodes"),
+        costs=read_costs(conn),
     )
 
 
@@ -144,12 +141,12 @@ def _answer_section(inp: ReportInputs) -> str:
                         f'<td colspan="5">{escape(a.why)}</td></tr>')
             continue
         rows.append(f'<tr class="answer" data-learner="{escape(a.learner)}" data-author="{escape(a.author)}">'
-                    f"<td>{escape(a.learner)}</td><td><b>{escape(a.author)}</b></td>"
+                    f"<td>{escape(a.learner)}</td><td><b>{_pair_link(inp, a.author, a.learner)}</b></td>"
                     f"<td>{estimate(a.value, a.lower, a.upper)} {escape(BASIS_WORDS[a.basis])}</td>"
                     f"<td>{fmt(a.per_env)}</td><td>1 {rank_interval(a.rank_lower, a.rank_upper)}, "
                     f"P(best) {fmt(a.p_best)}</td><td>{int(a.n_envs)}</td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("learner", "pay this author", "figure it is ranked by (95% interval)",
-                                              "learnable per environment written", "rank [95% interval]",
+                                              "learnable per environment slot", "rank [95% interval]",
                                               "environments (n)"))
     return ('<section id="answer"><h2>Which author should I pay for my learner?</h2>'
             f'<table class="answers"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
@@ -169,13 +166,23 @@ def _leaderboard(inp: ReportInputs) -> str:
              f"{fmt(m.author_rank, 0)} {rank_interval(m.author_rank_lower, m.author_rank_upper)}",
              f"{estimate(m.author_score, m.author_score_ci_lower, m.author_score_ci_upper)}",
              str(int(m.author_n_envs)) if _num(m.author_n_envs) is not None else "",
-             f"{int(m.duel_wins)}-{int(m.duel_ties)}-{int(m.duel_losses)}"]
+             _duels(m)]
             for m in r.itertuples(index=False)]
     cols = ["model", "solver rank [95%]", "solver score (cold success) [95% t]", "solved envs (n)",
             "author rank [95%]", "author score (peer hint lift) [95% t]", "authored envs (n)", "duels W-T-L"]
     return (f'<section id="leaderboard"><h2>Leaderboard (round {inp.round})</h2>{_table(cols, rows, "leaderboard")}'
             "<p class=\"note\">Sorted by solver rank. Intervals: 95%; a blank interval is withheld below the sample "
             "size where it was calibrated (docs/STATISTICS.md).</p></section>")
+
+
+def _duels(m) -> str:
+    """W-T-L, or why there is none: a duel needs both models to author and solve (issue 43: 0-0-0 read as a
+    record of draws in a roles experiment)."""
+    counts = [int(_num(x) or 0) for x in (m.duel_wins, m.duel_ties, m.duel_losses)]
+    if sum(counts) == 0:
+        return "no duels (needs both roles)" if _num(m.solver_rank) is None or _num(m.author_rank) is None \
+            else "none"
+    return "-".join(map(str, counts))
 
 
 def _value_section(inp: ReportInputs) -> str:
@@ -187,13 +194,13 @@ def _value_section(inp: ReportInputs) -> str:
         grp = grp.sort_values(["rank", "author"], na_position="last")
         parts.append(f'<div class="learner" data-learner="{escape(learner)}"><h3>learner {escape(learner)}</h3>'
                      f'<div class="chart">{value_svg(grp.reset_index(drop=True), learner)}</div>')
-        rows = [[escape(str(r.author)), f"{fmt(r.rank, 0)} {rank_interval(r.rank_lower, r.rank_upper)}"
+        rows = [[_pair_link(inp, str(r.author), learner), f"{fmt(r.rank, 0)} {rank_interval(r.rank_lower, r.rank_upper)}"
                  if _num(r.rank) is not None else escape(str(r.status)),
                  f"{estimate(r.per_env, r.per_env_lower, r.per_env_upper)}",
                  f"{estimate(r.per_usd, r.per_usd_lower, r.per_usd_upper)}" if r.priced else "no price",
                  f"{estimate(r.per_kcall, r.per_kcall_lower, r.per_kcall_upper)}", fmt(r.validity_rate),
                  str(int(r.n_envs))] for r in grp[grp["status"] != UNPRICED].itertuples(index=False)]
-        parts.append(_table(["author", "rank [95%]", "per environment written", "per US dollar", "per 1000 calls",
+        parts.append(_table(["author", "rank [95%]", "per environment slot", "per US dollar", "per 1000 calls",
                              "validity rate", "environments (n)"], rows, "value"))
         apart = grp[grp["status"] == UNPRICED]
         if len(apart):
@@ -213,16 +220,18 @@ def _training_section(inp: ReportInputs) -> str:
         cats = t.get("categories", {})
         excluded = t.get("excluded", pd.DataFrame())
         missed = excluded[excluded["category"] == "learnable"] if len(excluded) else excluded
+        links = ", ".join(_pair_link(inp, a, learner, a) for a, s in sorted(
+            p.split("|", 1) for p in inp.episode_pages) if s == learner)
         rows.append([escape(learner), f"<b>{int(t['admitted'])}</b>", str(int(t.get("considered", 0))),
                      ", ".join(f"{escape(k)} {int(v)}" for k, v in sorted(cats.items())),
-                     str(len(missed))])
+                     str(len(missed)), links or "none"])
         if len(excluded):
             reasons = excluded.groupby("reason").size().sort_values(ascending=False)
             details.append(f"<li><b>{escape(learner)}</b>: " + "; ".join(
                 f"{int(n)} {escape(reason)}" for reason, n in reasons.items()) + "</li>")
     return ('<section id="training"><h2>Training sets</h2>'
             + _table(["learner", "admitted", "candidates", "categories (as observed)",
-                      "learnable as observed, not admitted"], rows, "training")
+                      "learnable as observed, not admitted", "episodes, by author"], rows, "training")
             + "<p>Where the candidates not admitted went:</p><ul>" + "".join(details) + "</ul></section>")
 
 
@@ -243,16 +252,33 @@ def _rounds_section(inp: ReportInputs) -> str:
 
 
 def _cost_section(inp: ReportInputs) -> str:
-    if inp.costs.empty:
+    return spend_html(spend_table(inp.costs, inp.pilot_costs), inp.ledger)
+
+
+def _pair_link(inp: ReportInputs, author: str, solver: str, text: str | None = None) -> str:
+    """``text`` (default: the author) linking to the pair's episode index, when the pair has a page."""
+    href = inp.episode_pages.get(f"{author}|{solver}")
+    label = escape(author if text is None else text)
+    return f'<a class="episodes" href="{escape(href)}#index">{label}</a>' if href else label
+
+
+def _ranks_section(inp: ReportInputs) -> str:
+    """Solver rank against author rank, drawn only when at least two models hold both roles; else one line."""
+    if inp.rankings.empty:
         return ""
-    rows = [[escape(str(c.model)), str(int(c.authoring_calls or 0)),
-             "no price" if _num(c.authoring_cost_usd) is None else f"${fmt(c.authoring_cost_usd)}",
-             str(int(c.solving_calls or 0)), "none recorded" if _num(c.solving_cost_usd) is None
-             else f"${fmt(c.solving_cost_usd)}"] for c in inp.costs.itertuples(index=False)]
-    return ('<section id="cost"><h2>What was spent</h2>' + _table(
-        ["model", "authoring calls", "authoring cost (list price)", "solving calls", "solving cost (these runs)"],
-        rows) + "<p class=\"note\">Authoring cost is at list price even when the call cache served the call; "
-        "solving cost is what these runs paid (cache hits cost nothing).</p></section>")
+    r = inp.rankings
+    both = r.dropna(subset=["solver_rank", "author_rank"]) if {"solver_rank", "author_rank"} <= set(r) else r[:0]
+    if len(both) < 2:
+        return ('<section id="ranks"><h2>Solver rank against author rank</h2><p class="needs-roles">Not drawn: it '
+                f"needs at least two models that both author and solve; this experiment has {len(both)} "
+                "(models with one role are ranked in that role only).</p></section>")
+    rho = ""
+    if len(inp.summary):
+        s = inp.summary.iloc[0]
+        rho = (f"<p>Spearman ρ (solver rank vs author rank) = "
+               f"{estimate(s.get('role_rho'), s.get('role_rho_lower'), s.get('role_rho_upper'))}, permutation p = "
+               f"{fmt(s.get('role_p_value'), 3)}, {int(s.get('role_n_models') or 0)} models.</p>")
+    return f'<section id="ranks"><h2>Solver rank against author rank</h2>{rank_scatter_svg(r)}{rho}</section>'
 
 
 def _episodes_section(inp: ReportInputs) -> str:
@@ -274,18 +300,11 @@ STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1400px;color:#222} t
 def render(inp: ReportInputs) -> str:
     """The report as one self-contained HTML page (no script, no external resource)."""
     lift = inp.pair_lift
-    heat = (f'<section id="lift"><h2>Hint lift, author × solver (round {inp.round})</h2>{lift_heatmap_svg(lift)}'
+    links = {pair: f"{href}#index" for pair, href in inp.episode_pages.items()}
+    heat = (f'<section id="lift"><h2>Hint lift, author × solver (round {inp.round})</h2>'
+            f"{lift_heatmap_svg(lift, links)}<p class=\"note\">Each cell opens the pair's episodes.</p>"
             "</section>") if len(lift) else ""
-    scatter = ""
-    if len(inp.rankings):
-        rho = ""
-        if len(inp.summary):
-            s = inp.summary.iloc[0]
-            rho = (f"<p>Spearman ρ (solver rank vs author rank) = "
-                   f"{estimate(s.get('role_rho'), s.get('role_rho_lower'), s.get('role_rho_upper'))}, permutation p = "
-                   f"{fmt(s.get('role_p_value'), 3)}, {int(s.get('role_n_models') or 0)} models.</p>")
-        scatter = (f'<section id="ranks"><h2>Solver rank against author rank</h2>{rank_scatter_svg(inp.rankings)}'
-                   f"{rho}</section>")
+    scatter = _ranks_section(inp)
     sections = [_answer_section(inp), _leaderboard(inp), heat, scatter, _value_section(inp), _training_section(inp),
                 _rounds_section(inp), _cost_section(inp), _episodes_section(inp)]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>EnvDuels experiment report</title>'

@@ -29,6 +29,12 @@ def _signed(x) -> str:
     return "n/a" if v is None else f"{v:+.2f}"
 
 
+def short(name: str, chars: int) -> str:
+    """``name`` cut to ``chars`` characters with an ellipsis (the full name is the label's hover title): long
+    model names ran into the next column's label."""
+    return name if len(name) <= chars else name[:chars - 1] + "\u2026"
+
+
 def lift_colour(lift: float | None) -> str:
     """Diverging scale on [-1, 1]: blue for a positive lift (the hint helps), red for a negative one."""
     if lift is None:
@@ -39,12 +45,12 @@ def lift_colour(lift: float | None) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
-def lift_heatmap_svg(pair: pd.DataFrame) -> str:
+def lift_heatmap_svg(pair: pd.DataFrame, links: dict[str, str] | None = None) -> str:
     """Author (rows) x solver (columns) hint lift of one round: colour = lift, text = lift, its 95% interval and
     the number of environments; self pairs dashed and marked (they are not peer results).
 
     ``pair``: rows of ``pair_lift`` for one round (author, solver, lift, lift_ci_lower/upper, n_envs,
-    is_self_pair)."""
+    is_self_pair). ``links``: "author|solver" -> the pair's episode index; a cell with one is a link to it."""
     authors = sorted(pair["author"].unique())
     solvers = sorted(pair["solver"].unique())
     cell_w, cell_h, left, top = 122, 58, 120, 62
@@ -56,11 +62,13 @@ def lift_heatmap_svg(pair: pd.DataFrame) -> str:
            f'<text x="{left}" y="18" font-weight="bold">solver (plays cold and hinted)</text>',
            f'<text x="8" y="{top - 8}" font-weight="bold">author</text>']
     for j, s in enumerate(solvers):
-        out.append(f'<text x="{left + j * cell_w + cell_w / 2}" y="{top - 10}" text-anchor="middle">{escape(s)}</text>')
+        out.append(f'<text class="label" x="{left + j * cell_w + cell_w / 2}" y="{top - 10}" text-anchor="middle">'
+                   f'{escape(short(s, 17))}<title>{escape(s)}</title></text>')
     cells = {(r.author, r.solver): r for r in pair.itertuples(index=False)}
     for i, a in enumerate(authors):
         y = top + i * cell_h
-        out.append(f'<text x="8" y="{y + cell_h / 2 + 4}">{escape(a)}</text>')
+        out.append(f'<text class="label" x="8" y="{y + cell_h / 2 + 4}">{escape(short(a, 15))}<title>{escape(a)}'
+                   "</title></text>")
         for j, s in enumerate(solvers):
             r = cells.get((a, s))
             if r is None:
@@ -73,6 +81,9 @@ def lift_heatmap_svg(pair: pd.DataFrame) -> str:
             title = (f"{a} -> {s}: lift {_signed(lift)} {interval}, n={n} environments"
                      + (" (self pair: not a peer result)" if is_self else ""))
             dash = ' stroke-dasharray="4 3" stroke="#333" stroke-width="1.5"' if is_self else ' stroke="white"'
+            href = (links or {}).get(f"{a}|{s}")
+            if href:
+                out.append(f'<a class="cell-link" href="{escape(href)}">')
             out.append(f'<g class="cell{" self" if is_self else ""}" data-author="{escape(a)}" '
                        f'data-solver="{escape(s)}" data-lift="{_signed(lift)}" data-n="{n}"><title>{escape(title)}'
                        f'</title><rect x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" height="{cell_h - 2}" '
@@ -81,7 +92,7 @@ def lift_heatmap_svg(pair: pd.DataFrame) -> str:
                        f'{_signed(lift)}{" (self)" if is_self else ""}</text>'
                        f'<text x="{x + cell_w / 2}" y="{y + 33}" text-anchor="middle" font-size="11">{interval}</text>'
                        f'<text x="{x + cell_w / 2}" y="{y + 48}" text-anchor="middle" font-size="11" fill="#333">'
-                       f'n={n}</text></g>')
+                       f'n={n}</text></g>' + ("</a>" if href else ""))
     out.append(f'<text x="8" y="{height - 24}" fill="#555">Hint lift = hinted minus cold success; 95% Student-t '
                'interval over environments; n = environments.</text>')
     out.append(f'<text x="8" y="{height - 8}" fill="#555">Blue: the hint helps, red: it hurts; dashed: self pair '
@@ -115,6 +126,7 @@ def rank_scatter_svg(rankings: pd.DataFrame) -> str:
     for k in range(1, n + 1):
         out.append(f'<text x="{left + pos(k)}" y="{top + size + 18}" text-anchor="middle">{k}</text>')
         out.append(f'<text x="{left - 10}" y="{top + pos(k) + 4}" text-anchor="end">{k}</text>')
+    seen: dict[tuple[float, float], int] = {}
     for r in rows.itertuples(index=False):
         sx, ay = left + pos(float(r.solver_rank)), top + pos(float(r.author_rank))
         s_lo, s_hi = _num(getattr(r, "solver_rank_lower", None)), _num(getattr(r, "solver_rank_upper", None))
@@ -127,9 +139,11 @@ def rank_scatter_svg(rankings: pd.DataFrame) -> str:
                        'stroke="#c0392b" stroke-width="2"/>')
         ranks = (f"solver rank {float(r.solver_rank):g} [{_fmt_rank(s_lo)}-{_fmt_rank(s_hi)}], author rank "
                  f"{float(r.author_rank):g} [{_fmt_rank(a_lo)}-{_fmt_rank(a_hi)}]")
+        k = seen.get((sx, ay), 0)  # models at the same ranks: labels stacked, not printed over each other
+        seen[(sx, ay)] = k + 1
         out.append(f'<g class="point" data-model="{escape(str(r.model))}"><title>{escape(str(r.model))}: {ranks}'
                    f'</title><circle cx="{sx:.1f}" cy="{ay:.1f}" r="6" fill="#222"/>'
-                   f'<text x="{sx + 9:.1f}" y="{ay - 7:.1f}">{escape(str(r.model))}</text></g>')
+                   f'<text class="label" x="{sx + 9:.1f}" y="{ay - 7 + 14 * k:.1f}">{escape(str(r.model))}</text></g>')
     out.append(f'<text x="{left}" y="{height - 8}" fill="#555">Whiskers: 95% rank intervals (blue: solver, red: '
                'author); dashed: equal ranks.</text>')
     out.append("</svg>")

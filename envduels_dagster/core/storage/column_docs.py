@@ -56,7 +56,8 @@ AUTHOR_VALUE = {
     "n_unplayed": "Valid slots the learner has no matched seed on (left out of the sample, not counted as 0).",
     "n_seeds": "Matched seeds behind the learnable probabilities.",
     "expected_learnable": "Sum over the sample of each slot's learnable probability (fails cold, passes hinted).",
-    "per_env": "Learnable environments per environment written (expected_learnable / n_envs).",
+    "per_env": "Learnable environments per environment slot (expected_learnable / n_envs; a slot is one lineage, "
+               "so a slot hardened over rounds counts once however many environments it wrote).",
     "per_env_lower": "95% percentile-bootstrap lower bound of per_env (NULL below min_envs).",
     "per_env_upper": "95% percentile-bootstrap upper bound of per_env.",
     "author_calls": "Model calls spent writing the slots (authoring, rejected attempts, hardening).",

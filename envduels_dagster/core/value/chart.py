@@ -16,7 +16,7 @@ import pandas as pd
 
 from envduels_dagster.core.value.author_value import RANKED, SELF, UNPRICED
 
-PANELS = [("per_env", "learnable per environment written"), ("per_usd", "learnable per US dollar"),
+PANELS = [("per_env", "learnable per environment slot"), ("per_usd", "learnable per US dollar"),
           ("per_kcall", "learnable per 1000 calls")]
 
 
@@ -36,22 +36,46 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
 
 
+COLOURS = {"ranked": ("#3572b0", "blue: ranked"), "self": ("#999", "grey: self-authored (shown, not ranked)"),
+           "other": ("#c9a227", "yellow: insufficient data or no price (not ranked)")}
+LABEL_CHARS = 24  # an author label longer than this is cut (full name on hover): it ran into the first panel
+
+
 def value_svg(table: pd.DataFrame, learner: str) -> str:
-    """Horizontal bars with 95% whiskers, one row per author, one panel per figure."""
+    """Horizontal bars with 95% whiskers, one row per author, one panel per figure, each panel with its axis.
+
+    Layout (issue 43): the estimate is written in a column of its own at the panel's right (beside the whisker's
+    end it read as the upper bound); a bar or whisker past the panel's scale (only the self-authored row can be)
+    stops at the panel's end with an arrow instead of running into the next panel; the caption names only the
+    colours and marks drawn."""
     rows = table.sort_values(["is_self", "rank", "author"], na_position="last").reset_index(drop=True)
-    label_w, panel_w, row_h, top = 170, 260, 26, 56
-    width, height = label_w + panel_w * len(PANELS) + 20, top + row_h * max(len(rows), 1) + 30
+    label_w, panel_w, value_w, row_h, top = 190, 270, 58, 26, 56
+    plot_w = panel_w - value_w - 12
+    body_h = row_h * max(len(rows), 1)
+    width, height = label_w + panel_w * len(PANELS) + 20, top + body_h + 58
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="12">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="8" y="18" font-size="14" font-weight="bold">Which author to pay, for learner '
-           f'{escape(learner)} (bars: estimate, whiskers: 95% interval)</text>']
+           f'{escape(learner)}</text>']
+    used, whiskers, clipped_any = set(), 0, False
     for p, (col, title) in enumerate(PANELS):
         x0 = label_w + p * panel_w
         vmax = panel_scale(rows, col)
-        scale = (panel_w - 60) / vmax
+        scale = plot_w / vmax
+        end_x = x0 + plot_w
         out.append(f'<text x="{x0}" y="{top - 14}" font-weight="bold">{escape(title)}</text>')
-        out.append(f'<line x1="{x0}" y1="{top - 6}" x2="{x0}" y2="{height - 24}" stroke="#888"/>')
+        out.append(f'<text x="{x0 + panel_w - 8}" y="{top - 2}" text-anchor="end" fill="#555" font-size="11">'
+                   "estimate</text>")
+        axis_y = top + body_h + 2
+        out.append(f'<g class="axis"><line x1="{x0}" y1="{top - 6}" x2="{x0}" y2="{axis_y}" stroke="#888"/>'
+                   f'<line x1="{x0}" y1="{axis_y}" x2="{end_x}" y2="{axis_y}" stroke="#888"/>')
+        for frac in (0.0, 0.5, 1.0):
+            tx = x0 + frac * plot_w
+            out.append(f'<line x1="{tx:.1f}" y1="{axis_y}" x2="{tx:.1f}" y2="{axis_y + 4}" stroke="#888"/>'
+                       f'<text class="tick" x="{tx:.1f}" y="{axis_y + 15}" text-anchor="middle" font-size="10" '
+                       f'fill="#555">{_fmt(frac * vmax)}</text>')
+        out.append("</g>")
         for i, r in rows.iterrows():
             y = top + i * row_h
             est, lo, hi = r[col], r[f"{col}_lower"], r[f"{col}_upper"]
@@ -59,34 +83,50 @@ def value_svg(table: pd.DataFrame, learner: str) -> str:
                 note = "no price" if col == "per_usd" and not r["priced"] else "no data"
                 out.append(f'<text x="{x0 + 4}" y="{y + 15}" fill="#a33">{note}</text>')
                 continue
-            colour = "#999" if r["status"] == SELF else "#3572b0" if r["status"] == RANKED else "#c9a227"
+            kind = "self" if r["status"] == SELF else "ranked" if r["status"] == RANKED else "other"
+            used.add(kind)
+            colour = COLOURS[kind][0]
             clipped = est > vmax  # only a row that does not set the scale (self-authored) can pass its end
-            if clipped:  # drawn to the panel's end, its value written inside, whiskers left out
-                out.append(f'<rect class="bar clipped" x="{x0}" y="{y + 4}" width="{panel_w - 60}" '
-                           f'height="{row_h - 10}" fill="{colour}" opacity="0.5"><title>{escape(str(r["author"]))}: '
-                           f'{_fmt(est)} (off the scale, not ranked)</title></rect>')
-                out.append(f'<text x="{x0 + 4}" y="{y + 15}">{_fmt(est)} (off scale) &#8594;</text>')
-                continue
-            out.append(f'<rect class="bar" x="{x0}" y="{y + 4}" width="{max(est * scale, 1):.1f}" height="{row_h - 10}" '
-                       f'fill="{colour}"><title>{escape(str(r["author"]))}: {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}]'
-                       f'</title></rect>')
-            if math.isfinite(lo) and math.isfinite(hi):
+            clipped_any |= clipped
+            bar_w = plot_w if clipped else max(est * scale, 1)
+            faded = ' opacity="0.5"' if clipped else ""
+            out.append(f'<rect class="bar{" clipped" if clipped else ""}" x="{x0}" y="{y + 4}" width="{bar_w:.1f}" '
+                       f'height="{row_h - 10}" fill="{colour}"{faded}><title>'
+                       f'{escape(str(r["author"]))}: {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}]'
+                       f'{" (off the scale, not ranked)" if clipped else ""}</title></rect>')
+            if clipped:
+                out.append(f'<text x="{end_x - 2:.1f}" y="{y + 15}" text-anchor="end" fill="white" '
+                           'font-weight="bold">&#9654;</text>')
+            elif math.isfinite(lo) and math.isfinite(hi):
+                whiskers += 1
                 yc = y + row_h / 2 - 1
-                out.append(f'<line x1="{x0 + lo * scale:.1f}" y1="{yc}" x2="{x0 + hi * scale:.1f}" y2="{yc}" '
-                           f'stroke="black" stroke-width="1.5"/>')
-                for xv in (lo, hi):
-                    out.append(f'<line x1="{x0 + xv * scale:.1f}" y1="{yc - 5}" x2="{x0 + xv * scale:.1f}" '
-                               f'y2="{yc + 5}" stroke="black" stroke-width="1.5"/>')
-            out.append(f'<text x="{x0 + hi * scale + 4 if math.isfinite(hi) else x0 + est * scale + 4:.1f}" '
-                       f'y="{y + 15}">{_fmt(est)}</text>')
+                x_lo, x_hi = x0 + min(lo, vmax) * scale, x0 + min(hi, vmax) * scale
+                out.append(f'<line class="whisker" x1="{x_lo:.1f}" y1="{yc}" x2="{x_hi:.1f}" y2="{yc}" '
+                           'stroke="black" stroke-width="1.5"/>')
+                for xv, v in ((x_lo, lo), (x_hi, hi)):
+                    if v <= vmax:
+                        out.append(f'<line x1="{xv:.1f}" y1="{yc - 5}" x2="{xv:.1f}" y2="{yc + 5}" stroke="black" '
+                                   'stroke-width="1.5"/>')
+                if hi > vmax:
+                    clipped_any = True
+                    out.append(f'<text x="{end_x:.1f}" y="{yc + 4}" font-size="10">&#9654;</text>')
+            out.append(f'<text class="value" x="{x0 + panel_w - 8}" y="{y + 15}" text-anchor="end">'
+                       f"{_fmt(est)}</text>")
     for i, r in rows.iterrows():
         tag = (f"#{int(r['rank'])}" if pd.notna(r["rank"]) else "self" if r["status"] == SELF
                else "no price" if r["status"] == UNPRICED else "n<min")
-        out.append(f'<text x="8" y="{top + i * row_h + 15}">{escape(str(r["author"]))} ({escape(tag)}, '
-                   f'n={int(r["n_envs"])})</text>')
-    out.append(f'<text x="8" y="{height - 8}" fill="#555">blue: ranked; grey: self-authored (not ranked); '
-               f'yellow: insufficient data or no price (listed apart). Ranked by {escape(str(rows["rank_basis"].iloc[0] if len(rows) else ""))}.'
-               '</text>')
+        name = str(r["author"])
+        short = name if len(name) <= LABEL_CHARS else name[:LABEL_CHARS - 1] + "…"
+        out.append(f'<text class="label" x="8" y="{top + i * row_h + 15}">{escape(short)} ({escape(tag)}, '
+                   f'n={int(r["n_envs"])})<title>{escape(name)}</title></text>')
+    marks = ["bars: estimate"] + (["whiskers: 95% interval"] if whiskers else []) + (
+        ["▶: past the scale"] if clipped_any else [])
+    legend = [COLOURS[k][1] for k in ("ranked", "self", "other") if k in used]
+    basis = escape(str(rows["rank_basis"].iloc[0] if len(rows) else ""))
+    out.append(f'<text class="caption" x="8" y="{height - 22}" fill="#555">{"; ".join(marks)}. '
+               f'{escape("; ".join(legend))}.</text>')
+    out.append(f'<text class="caption" x="8" y="{height - 7}" fill="#555">Ranked by {basis}; each axis runs from '
+               "0 to the largest upper bound of the authors other than the learner.</text>")
     out.append("</svg>")
     return "\n".join(out)
 
@@ -180,7 +220,7 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
         env = _est(r.per_env, r.per_env_lower, r.per_env_upper)
         rank = f"rank {int(r.rank)} [{int(r.rank_lower)}-{int(r.rank_upper)}], n={int(r.n_envs)}"
         if i == 0:
-            parts.append(f"{r.author} gives {env} learnable environments per environment written, {money} per "
+            parts.append(f"{r.author} gives {env} learnable environments per environment slot, {money} per "
                          f"dollar, {_fmt(r.per_kcall)} per 1000 calls ({rank})")
         else:
             parts.append(f"{r.author} {_fmt(r.per_env)}, {_fmt(r.per_usd) if r.priced else 'no price'}, "
