@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 
+from envduels_dagster import run_command
 from envduels_dagster.cli_envs import cmd_play, cmd_validate
 from envduels_dagster.cli_errors import UsageError  # re-exported: tests and commands raise it
 from envduels_dagster.cli_results import cmd_report, cmd_show
@@ -134,12 +135,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from envduels_dagster.demo import run_demo
     from envduels_dagster.settings import envduels_home
 
+    sizes = {"envs_per_author": args.envs_per_author, "seeds": args.seeds, "rounds": args.rounds, "yes": args.yes}
     if args.debug:
-        return run_demo(envs_per_author=args.envs_per_author, seeds=args.seeds)
+        return run_demo(**sizes)
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            return run_demo(envs_per_author=args.envs_per_author, seeds=args.seeds)
+            return run_demo(**sizes)
     except Exception as exc:
         if not captured.getvalue():
             raise
@@ -225,14 +227,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_import)
 
-    p = add("demo", help="run the whole pipeline on the simulated models through Dagster",
+    demo_help = ("the offline demo: the whole pipeline on the simulated models through Dagster (a real, paid "
+                 "experiment: envduels run)")
+    p = add("demo", help=demo_help, description=demo_help + "; its sizes are stored with the experiment "
+            "($ENVDUELS_HOME/experiment.json) for the UI, plan and later runs",
             epilog="example: ENVDUELS_HOME=/tmp/duels envduels demo --envs-per-author 3 --seeds 4")
     # defaults: ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS when set (as the daemon's runs read them), else 10 and 8
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
-                   help="environments each model writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else 10)")
+                   help="environments each model writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else the "
+                        "stored setting, else 10)")
     p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None,
-                   help="benchmark seeds 0..N-1 per environment, 1..1000 (default: ENVDUELS_SEEDS, else 8)")
+                   help="benchmark seeds 0..N-1 per environment, 1..1000 (default: ENVDUELS_SEEDS, else the stored "
+                        "setting, else 8)")
+    p.add_argument("--rounds", type=_int_in(0, 20, "--rounds"), default=None,
+                   help="hardening rounds, 0..20 (default: ENVDUELS_ROUNDS, else the stored setting, else 1)")
+    p.add_argument("--yes", action="store_true", help="change the experiment's stored sizes without asking")
     p.set_defaults(func=_cmd_demo)
+    run_command.add_parser(add, _int_in, _float_in)
 
     p = add("plan", help="what the configured experiment will spend (calls, tokens, dollars, hours) before it runs")
     p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,

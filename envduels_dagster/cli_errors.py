@@ -41,6 +41,8 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
         return text, EXIT_BAD_INPUT
     if type(exc).__name__ == "SettingsError":  # resources/duel_settings.py: a bad ENVDUELS_* size
         return f"settings: {text}", EXIT_BAD_INPUT
+    if type(exc).__name__ == "ExperimentFileError":  # core/storage/experiment_file.py: stored settings unusable
+        return f"experiment settings: {text}", EXIT_BAD_INPUT
     if type(exc).__name__ == "BudgetError":  # core/models/budget.py: a cap that cannot be used
         return f"budget: {text}", EXIT_BAD_INPUT
     if isinstance(exc, RegistryError):
@@ -72,8 +74,8 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
     if type(exc).__name__ == "LLMError":
         return (f"{command}: model call failed after retries: {text}; check the model's api_base, key "
                 "variable and server"), EXIT_FAILED
-    if command == "demo" and isinstance(exc, RuntimeError):
-        return f"demo failed: {text}", EXIT_FAILED
+    if command in ("demo", "run") and isinstance(exc, RuntimeError):
+        return f"{command} failed: {text}", EXIT_FAILED
     if isinstance(exc, OSError):
         return f"{command}: {text}", EXIT_FAILED
     return f"{command} failed: {type(exc).__name__}: {text}", EXIT_FAILED

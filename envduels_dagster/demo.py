@@ -58,7 +58,7 @@ def _round_of(asset) -> int | None:
 
 
 def materialize_all(instance, resources: dict | None = None, log=print, names: list[str] | None = None,
-                    learners: bool = True) -> dict:
+                    learners: bool = True, on_run=None) -> dict:
     """Materialize every partition of every asset in dependency order; return counts.
 
     Order: registry -> for each round: authors, then pairs -> every unpartitioned
@@ -74,6 +74,7 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     Roles (``core/requests/roster.py``): only models with the author role author, only author x solver-role pairs
     are played, only solver-role models get training sets; a registry with no author or no solver is
     refused before anything is written. Every model has both roles by default: the full tournament.
+    ``on_run(label, seconds)`` is called after each run succeeded (``envduels run`` prints what was spent so far).
     """
     import dagster as dg
     from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
@@ -140,6 +141,8 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
                 raise KeyboardInterrupt
             raise RuntimeError(f"run for {label} failed; see run {result.run_id} (job {job}, tag "
                                f"{REQUEST_TAG}={request}) in the Dagster UI")
+        if on_run is not None:
+            on_run(label, time.perf_counter() - t0)
         return result, time.perf_counter() - t0
 
     def meta(result, assets):
@@ -269,25 +272,29 @@ def author_value_answer(database: str, wait_s: float = 0.0) -> str:
     return "\n".join(lines + [f"  {line}" for line in value_summary(table, mix)])
 
 
-def run_demo(envs_per_author: int | None = None, seeds: int | None = None) -> int:
-    """The whole pipeline on the registry's models; sizes default to ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS
-    when set (the daemon's runs read the same variables), else ``DuelSettings``' 10 and 8."""
+def run_demo(envs_per_author: int | None = None, seeds: int | None = None, rounds: int | None = None,
+             yes: bool = False) -> int:
+    """The whole pipeline on the registry's models; sizes: the flags, else ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS
+    / ENVDUELS_ROUNDS, else the experiment's stored settings, else 10, 8 and 1 (envduels_dagster/experiment.py).
+    They are stored with the experiment; a later demo that changes them says so and prices it first (``yes``)."""
     import dagster as dg
 
+    from envduels_dagster import experiment
     from envduels_dagster.definitions import build_resources
+    from envduels_dagster.experiment_change import settle
     from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import envduels_home
 
-    sizes: dict[str, object] = {}
-    if envs_per_author is not None:
-        sizes["envs_per_author"] = envs_per_author
-    if seeds is not None:
-        sizes["benchmark_seeds"] = list(range(seeds))
-    settings = settings_from_env(**sizes)  # a bad ENVDUELS_* size fails here, before anything is written
+    new, sources = experiment.requested({"envs_per_author": envs_per_author, "seeds": seeds, "rounds": rounds})
+    # a bad ENVDUELS_* size fails here, before anything is written
+    settings_from_env(envs_per_author=new.envs_per_author, benchmark_seeds=list(range(new.seeds)))
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.roster import Roster
 
-    Roster.from_registry(load_registry())  # so do a bad registry and roles that make no experiment
+    Roster.from_registry(load_registry(new.registry))  # so do a bad registry and roles that make no experiment
+    settle(new, sources, "envduels demo", yes)  # a change of the stored settings: priced, and asked
+    experiment.store(new, "envduels demo")
+    settings = settings_from_env()  # the stored sizes, as the daemon's runs will read them
     home = prepare_instance_home()
     t0 = time.perf_counter()
     print(f"EnvDuels demo: ENVDUELS_HOME={envduels_home()}  DAGSTER_HOME={home}", flush=True)

@@ -25,7 +25,7 @@ def run_plan(args: argparse.Namespace) -> int:
         format_compare,
         format_plan,
     )
-    from envduels_dagster.resources.duel_settings import SettingsError, settings_from_env
+    from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import cache_location, envduels_home, warehouse, warehouse_location
 
     if args.yes and not args.pilot:
@@ -40,13 +40,18 @@ def run_plan(args: argparse.Namespace) -> int:
     registry = load_registry()
     overall = budget_from_env()
     caps_for(registry, overall)  # a cap that cannot be enforced is refused here, as a run would refuse it
-    duel = settings_from_env()
-    rounds_text = os.environ.get("ENVDUELS_ROUNDS") or "1"
-    if not rounds_text.strip().isdigit():
-        raise SettingsError(f"ENVDUELS_ROUNDS={rounds_text!r} cannot be used: a whole number of rounds (0 or more)")
-    settings = PlanSettings(envs_per_author=args.envs_per_author or duel.envs_per_author,
-                            seeds=args.seeds or len(duel.benchmark_seeds),
-                            rounds=int(rounds_text) if args.rounds is None else args.rounds)
+    # sizes: the flags, else the variables, else the experiment's stored settings, else the defaults (experiment.py)
+    from envduels_dagster import experiment
+
+    new, _ = experiment.requested({"envs_per_author": args.envs_per_author, "seeds": args.seeds,
+                                   "rounds": args.rounds})
+    duel = settings_from_env(envs_per_author=new.envs_per_author, benchmark_seeds=list(range(new.seeds)))
+    settings = PlanSettings(envs_per_author=new.envs_per_author, seeds=new.seeds, rounds=new.rounds)
+    changed = experiment.changes(new) if args.compare is None else None
+    if changed:  # a plan of other sizes than the experiment's: say so (a run with them would change it)
+        print(f"note: these sizes differ from the experiment's stored settings ({'; '.join(changed)}); "
+              "'envduels run' with them changes the experiment (it prints the change and asks first)",
+              file=sys.stderr if args.json else sys.stdout)
     location = warehouse_location()
     conn = None
     if "://" in location or location.startswith("ducklake:") or Path(location).exists():

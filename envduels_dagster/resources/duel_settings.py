@@ -80,13 +80,20 @@ AUTHORING_ENV = ("ENVDUELS_AUTHOR_DOMAINS", "ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD
 
 
 def settings_from_env(**overrides) -> DuelSettings:
-    """``DuelSettings`` with the SETTINGS_ENV variables that are set, then ``overrides``; SettingsError when bad."""
+    """``DuelSettings`` with the stored sizes (else ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS), the other SETTINGS_ENV
+    variables that are set, then ``overrides``; SettingsError when bad."""
     import os
 
-    values = {}
+    from envduels_dagster.experiment import SIZE_ENV, for_runs
+
+    # The sizes are the experiment's stored settings once a run stored them (envduels_dagster/experiment.py); the
+    # variables size only an experiment that has none yet. A command's own sizes come in as ``overrides``.
+    sizes = for_runs()
+    values: dict[str, object] = {"envs_per_author": sizes["envs_per_author"],
+                                 "benchmark_seeds": list(range(sizes["seeds"]))}
     for var, (field, cast) in SETTINGS_ENV.items():
         raw = os.environ.get(var, "").strip()
-        if not raw:
+        if not raw or var in SIZE_ENV.values():
             continue
         if var in AUTHORING_ENV:  # lists and 'off', parsed by core/authoring/plan.py
             try:

@@ -519,7 +519,7 @@ def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env,
     import duckdb
 
     exports, commands = readme_experiment()
-    assert commands == [["plan"], ["plan", "--pilot", "--yes"], ["demo"], ["plan", "--compare"]]
+    assert commands == [["plan"], ["plan", "--pilot", "--yes"], ["run"], ["plan", "--compare"]]
     server = subprocess.Popen([ENVDUELS, "serve-sim", "--port", "0", "--latency-ms", "20"], env=cli_env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     outs, counted = [], []  # each command's output, and the requests the server had answered after it
@@ -540,13 +540,15 @@ def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env,
         env = {**cli_env, **exports, "ENVDUELS_REGISTRY": str(registry), "ENVDUELS_ENVS_PER_AUTHOR": "2",
                "ENVDUELS_SEEDS": "2", "ENVDUELS_ROUNDS": "0"}
         for command in commands:
-            outs.append(subprocess.run([ENVDUELS, *command], env=env, capture_output=True, text=True, timeout=900))
+            answer = ["--yes"] if command == ["run"] else []  # no terminal here: the test answers the run's question
+            outs.append(subprocess.run([ENVDUELS, *command, *answer], env=env, capture_output=True, text=True,
+                                       timeout=900))
             assert outs[-1].returncode == 0, (command, outs[-1].stderr[-3000:])
             counted.append(served())
     finally:
         server.terminate()
         server.wait(timeout=30)
-    plan, pilot, demo, compare = outs
+    plan, pilot, run, compare = outs
     assert counted[0] == 0  # the plan spends nothing
     assert "plan: 2 pairs (2 author(s) x 1 solver(s)), 2 environments per author, 2 seeds" in plan.stdout
     calls_low, calls_high, usd_low, usd_high = plan_range(plan.stdout)
@@ -554,7 +556,12 @@ def test_the_first_real_experiment_of_the_readme_runs_against_serve_sim(cli_env,
     assert pilot.stdout.index("about ") < pilot.stdout.index("pilot done")
     paid_calls = counted[2]  # pilot and run together: the run reuses the pilot's calls from the call cache
     assert 0 < counted[1] < paid_calls and counted[3] == paid_calls
-    assert "for novice" in demo.stdout  # the answer: which author to pay for the learner
+    assert "for novice" in run.stdout  # the answer: which author to pay for the learner
+    # the run priced itself first, then said after each stage what was spent against that plan
+    assert run.stdout.index("total ") < run.stdout.index("[spent] after round 0 authoring")
+    assert re.search(r"\[spent\] after marts and rankings .*of planned [\d,]+ calls", run.stdout), run.stdout[-3000:]
+    stored = json.loads((Path(cli_env["ENVDUELS_HOME"]) / "experiment.json").read_text())
+    assert (stored["envs_per_author"], stored["seeds"], stored["rounds"], stored["registry"]) == (2, 2, 0, str(registry))
     paid = {m: (int(c), float(u)) for m, c, u in re.findall(r"(\w+) (\d+) calls \$([\d.]+)", compare.stdout)}
     assert sum(c for c, _ in paid.values()) == paid_calls  # every paid call was priced by the ledger
     paid_usd = sum(u for _, u in paid.values())

@@ -28,7 +28,10 @@ from envduels_dagster.core.authoring.imports import is_import
 from envduels_dagster.core.models.registry import Registry, RegistryError, load_registry
 from envduels_dagster.core.requests.roster import Roster
 from envduels_dagster.core.requests.stages import RequestBook, next_step, plan_newcomers, plan_refresh, plan_stale
+from envduels_dagster.core.storage.experiment_file import ExperimentFileError
 from envduels_dagster.env_settings import float_value, sensor_interval, value
+from envduels_dagster.experiment import ignored_variables
+from envduels_dagster.experiment import stored as stored_settings
 from envduels_dagster.resources import DuelSettings
 
 PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests/stages.py and the README
@@ -73,8 +76,12 @@ def _open_requests(context, book: RequestBook, registry: Registry, roster: Roste
 
         book.last_stale_check = time.time()
         versions = {m.name: m.version for m in registry.models}
+        # the seeds the experiment stored (read now: a later `envduels run` may have changed them since this
+        # location loaded); a home without stored settings keeps the resource's
+        kept = stored_settings()
+        seeds = list(range(kept.seeds)) if kept is not None else list(settings.benchmark_seeds)
         with warehouse.get_connection() as conn:
-            authors, pairs = stale_partitions(conn, versions, list(settings.benchmark_seeds))
+            authors, pairs = stale_partitions(conn, versions, seeds)
         authors, pairs = roster.still_wanted(authors, pairs)  # a model that lost a role is not re-run in it
         plan = plan_stale(book.new_id(f"stale-{stamp}"), authors, pairs, roster.solvers, rounds)
         if plan:
@@ -140,7 +147,7 @@ def _advance(context, book: RequestBook, registry: Registry | None = None,
 def skip_reason(open_requests: int, notes: list[str]) -> str:
     """The tick list's line when nothing is launched: which request waits for which stage (or failed where)."""
     if not open_requests:
-        return "no open request; nothing to launch this tick"
+        return "; ".join(["no open request; nothing to launch this tick", *notes])
     return f"{open_requests} open request(s), nothing to launch this tick: " + "; ".join(notes or ["(no stage due)"])
 
 
@@ -158,10 +165,18 @@ def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
             registry = load_registry()
             imports = [p for p in context.instance.get_dynamic_partitions(MODELS_PARTITION) if is_import(p)]
             roster = Roster.from_registry(registry, imports)  # refuses a registry with no author or no solver
+            ignored = ignored_variables()
         except RegistryError as exc:
             return dg.SkipReason(f"registry is invalid, nothing requested: {exc}")
+        except ExperimentFileError as exc:
+            return dg.SkipReason(f"nothing requested: {exc}")
         partition_requests = _open_requests(context, book, registry, roster, warehouse, settings, rounds)
         notes: list[str] = []
+        if ignored:  # visible, not applied: a size change goes through `envduels run`, which plans it first
+            line = ("not applied (the experiment's stored settings size its runs; change them with envduels run, "
+                    "which plans the change first): " + ", ".join(ignored))
+            context.log.warning(line)
+            notes.append(line)
         runs = _advance(context, book, registry, notes)
         if not runs and not partition_requests:
             return dg.SensorResult(cursor=book.to_json(), skip_reason=dg.SkipReason(skip_reason(len(book.open), notes)))

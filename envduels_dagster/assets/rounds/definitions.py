@@ -13,10 +13,11 @@ from envduels_dagster.assets.rounds.jobs import round_jobs
 
 
 def configured_rounds() -> int:
-    """ENVDUELS_ROUNDS (default 1, 0..20: env_settings.py), read when the definitions are built."""
-    from envduels_dagster.env_settings import int_value
+    """The experiment's stored rounds, else ENVDUELS_ROUNDS (default 1, 0..20: env_settings.py), read when the
+    definitions are built (a change of the stored rounds reaches a running UI when it reloads the location)."""
+    from envduels_dagster.experiment import for_runs
 
-    return int_value("ENVDUELS_ROUNDS")
+    return for_runs()["rounds"]
 
 
 def defs(rounds: int | None = None) -> dg.Definitions:

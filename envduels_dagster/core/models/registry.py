@@ -230,7 +230,11 @@ class Registry(BaseModel):
 
 
 def registry_path(path: str | Path | None = None) -> Path:
-    return Path(path or os.environ.get("ENVDUELS_REGISTRY") or DEFAULT_REGISTRY)
+    """``path``, else ENVDUELS_REGISTRY, else the registry the experiment under ENVDUELS_HOME stored (its first run
+    wrote it: core/storage/experiment_file.py), else ./models.yaml."""
+    from envduels_dagster.core.storage.experiment_file import stored_registry
+
+    return Path(path or os.environ.get("ENVDUELS_REGISTRY") or stored_registry() or DEFAULT_REGISTRY)
 
 
 def load_registry(path: str | Path | None = None) -> Registry:
