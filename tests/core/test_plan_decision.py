@@ -52,7 +52,7 @@ def test_measured_rates_that_differ_give_a_size_with_its_calls_and_dollars_and_e
     priced = []
     sizes = decision_sizes(envs, eps, [LEARNER], price=lambda n: priced.append(n) or (1000.0 * n, 0.25 * n))
     (s,) = sizes
-    assert s.learner == LEARNER and s.envs is not None and 4 <= s.envs <= 64 and priced == [s.envs]
+    assert s.learner == LEARNER and s.envs is not None and 8 <= s.envs <= 128 and s.envs % 2 == 0 and priced == [s.envs]
     assert s.rates["good"] > s.rates["poor"] and s.usd == pytest.approx(0.25 * s.envs)
     text = format_sizes(sizes, configured=4)
     assert re.search(rf"  {LEARNER}: {s.envs} environments per author, about [\d,.]+k? calls, \$[\d.,]+ for the whole "

@@ -9,7 +9,8 @@ Two statements:
 * ``decision_sizes``: after a pilot (or earlier runs), per learner, the author value of what was measured
   (``core.value.author_value``: learnable per environment slot, the training set's P(learnable)), and from the
   spread of those rates the environments per author a run needs to name the best author with p_best >= 0.9 in
-  80% of runs (``core.value.decision.envs_needed``, calibrated in docs/STATISTICS.md), priced by the plan.
+  80% of runs (``core.value.decision.size_for_decision``: twice the simulated ``envs_needed``, as calibrated in
+  docs/STATISTICS.md), priced by the plan.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def measured_values(envs: pd.DataFrame, episodes: pd.DataFrame,
 def decision_sizes(envs: pd.DataFrame, episodes: pd.DataFrame, learners: list[str], price) -> list[DecisionSize]:
     """Per learner with measurements: the size that names its best author, priced by ``price(n) -> (calls, usd)``
     (the whole experiment at n environments per author, before the call cache)."""
-    from envduels_dagster.core.value.decision import envs_needed
+    from envduels_dagster.core.value.decision import size_for_decision
 
     out = []
     values, slots = measured_values(envs, episodes, learners)
@@ -72,7 +73,7 @@ def decision_sizes(envs: pd.DataFrame, episodes: pd.DataFrame, learners: list[st
         priced = bool(t["priced"].astype(bool).all())
         costs = ({r.author: float(r.author_cost_usd) / max(int(r.n_slots), 1) for r in t.itertuples(index=False)}
                  if priced else None)
-        n = envs_needed({a: p for a, p in slots[learner].items() if a in rates}, costs=costs)
+        n = size_for_decision({a: p for a, p in slots[learner].items() if a in rates}, costs=costs)
         measured = {r.author: int(r.n_envs) for r in t.itertuples(index=False)}
         if n is None:
             out.append(DecisionSize(learner, rates, measured, None,

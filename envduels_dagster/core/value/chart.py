@@ -222,7 +222,7 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str, min_env
         groups = {r.author: np.full(max(int(r.n_envs), 1), float(r.per_env)) for r in ranked.itertuples(index=False)}
         costs = ({r.author: float(r.author_cost_usd) / max(int(r.n_slots), 1) for r in ranked.itertuples(index=False)}
                  if basis == "per_usd" else None)
-        n = decision.envs_needed(groups, costs=costs)
+        n = decision.size_for_decision(groups, costs=costs)
         todo = (f"about {n} environments per author would decide it ({max(n - int(top.n_envs), 0)} more for "
                 f"{top.author}); {more_envs_command(n)}" if n is not None else
                 "the leaders' rates are too close for any affordable size to separate them")
