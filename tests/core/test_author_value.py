@@ -318,8 +318,9 @@ def test_an_empty_warehouse_and_an_unplayed_author_give_insufficient_data_not_nu
     assert "no data" in value_svg(table, LEARNER)
     assert value_sentence(table.iloc[0:0], mix, LEARNER) == (
         "for learner: insufficient data (no environments written yet): every author needs 4 environments played by "
-        "learner; `ENVDUELS_ENVS_PER_AUTHOR=4 envduels plan` prices it, then run it (what is already written and "
-        "played comes from the call cache)")
+        "learner; `envduels plan --envs-per-author 4` prices it, `envduels run --envs-per-author 4` runs it (or "
+        "`envduels run --until-decided` stops when decided; what is already written and played comes from the call "
+        "cache)")
 
 
 def test_authoring_records_calls_tokens_and_list_cost_per_environment_also_on_cache_hits(tmp_path):

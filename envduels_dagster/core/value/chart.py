@@ -169,8 +169,9 @@ def value_summary(table: pd.DataFrame, mix: pd.DataFrame) -> list[str]:
 
 def more_envs_command(n: int) -> str:
     """What to run for ``n`` environments per author (the environments already written come from the call cache)."""
-    return (f"`ENVDUELS_ENVS_PER_AUTHOR={n} envduels plan` prices it, then run it (what is already written and "
-            f"played comes from the call cache)")
+    return (f"`envduels plan --envs-per-author {n}` prices it, `envduels run --envs-per-author {n}` runs it (or "
+            f"`envduels run --until-decided` stops when decided; what is already written and played comes from the "
+            f"call cache)")
 
 
 def _per_learnable(r, basis: str) -> str:
