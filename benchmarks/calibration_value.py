@@ -5,9 +5,10 @@
 
 Synthetic warehouses with known truth: one learner and three authors. Every environment slot of author a is
 valid with probability V_a; a valid environment has a cold success rate c ~ Beta(1, 1) and a hinted rate
-h = clip(c + L, 0, 1), L ~ U(-0.1, 0.6) + Q_a; each of ``seeds`` matched seeds is cold-failed-hint-passed
-("learnable") with probability (1 - c) h. Writing a slot costs U(COST_a) dollars and one call. Truths:
-per_env = V_a E[(1 - c) h] (by Monte Carlo, 2M draws), per_usd = per_env / E[cost], per_kcall =
+h = clip(c + L, 0, 1), L ~ U(-0.1, 0.6) + Q_a; each of ``seeds`` matched seeds is played cold (success with
+probability c) and hinted (h). Writing a slot costs U(COST_a) dollars and one call. Truths (issue 42: one
+definition of learnable, the training set's): per_env = V_a P(c <= 0.25 and h >= 0.5) (by Monte Carlo, 2M
+draws; until issue 42 it was the per-seed rate V_a E[(1 - c) h]), per_usd = per_env / E[cost], per_kcall =
 1000 per_env, rank = the order of per_usd. ``reported`` = share of rows with an interval; coverage over those.
 
 ``--mix``: the budget projection (``author_value_mix``, same function) at ``max_share`` 1.0 (the default: the
@@ -44,7 +45,7 @@ def truths() -> dict[str, dict[str, float]]:
     out = {}
     for author, knobs in AUTHORS.items():
         cold, hint = rates(rng, knobs["quality"], 2_000_000)
-        per_env = knobs["valid"] * float(np.mean((1 - cold) * hint))
+        per_env = knobs["valid"] * float(np.mean((cold <= 0.25) & (hint >= 0.5)))
         out[author] = {"per_env": per_env, "per_usd": per_env / float(np.mean(knobs["cost"])),
                        "per_kcall": 1000 * per_env}
     order = sorted(out, key=lambda a: -out[a]["per_usd"])

@@ -244,11 +244,18 @@ def leaderboard(database: str, round_: int = 0, wait_s: float = 0.0) -> str:
     ``database`` is the warehouse location: a DuckDB file, or the shared profile's DuckLake; ``wait_s``: how
     long to wait for another process that holds the file (``Warehouse.connect``)."""
     with _read(database, wait_s) as conn:
-        solvers = conn.execute("""
+        # One solver ranking, the report's (issue 42): the rankings table's solver_rank (solver_score: success on
+        # other authors' environments, averaged within domain, then across domains), not pooled success.
+        has_rankings = "rankings" in {t for (t,) in conn.execute("SHOW TABLES").fetchall()}
+        rank_of = ("(SELECT min(r.solver_rank) FROM rankings r WHERE r.model = solver AND r.round = ?)"
+                   if has_rankings else "CAST(NULL AS DOUBLE)")
+        solvers = conn.execute(f"""
             SELECT solver, round(avg(CASE WHEN condition = 'cold' THEN (status = 'success')::INT END), 2) AS cold,
-                   round(avg(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END), 2) AS hinted
+                   round(avg(CASE WHEN condition = 'hinted' THEN (status = 'success')::INT END), 2) AS hinted,
+                   {rank_of} AS solver_rank
             FROM episodes WHERE status <> 'incomplete' AND author <> solver AND round = ?
-            GROUP BY solver ORDER BY cold DESC""", [round_]).fetchall()
+            GROUP BY solver ORDER BY solver_rank NULLS LAST, cold DESC, solver""",
+                               [round_, round_] if has_rankings else [round_]).fetchall()
         authors = conn.execute("""
             SELECT e.author, count(*) AS written, sum(valid::INT) AS valid,
                    round(coalesce((SELECT avg(lift) FROM pair_lift p WHERE p.author = e.author
@@ -257,8 +264,9 @@ def leaderboard(database: str, round_: int = 0, wait_s: float = 0.0) -> str:
                                [round_]).fetchall()
         training = conn.execute("SELECT learner, count(*) FROM training_set GROUP BY learner ORDER BY 1").fetchall()
     lines = [f"Round {round_}" + (" (the benchmark: original authoring)" if round_ == 0 else ""), "",
-             "Solvers (success on other authors' environments)", f"  {'solver':<12} {'cold':>6} {'hinted':>7}"]
-    lines += [f"  {s:<12} {c:>6.2f} {h:>7.2f}" for s, c, h in solvers]
+             "Solvers (ranked by solver_rank, as in the report: cold success on other authors' environments "
+             "averaged per domain; cold/hinted pooled)", f"  {'solver':<12} {'rank':>5} {'cold':>6} {'hinted':>7}"]
+    lines += [f"  {s:<12} {'-' if r is None else f'{r:g}':>5} {c:>6.2f} {h:>7.2f}" for s, c, h, r in solvers]
     lines += ["", "Authors (mean hint lift their environments give other solvers)",
               f"  {'author':<12} {'valid':>9} {'peer lift':>10}"]
     lines += [f"  {a:<12} {v:>4}/{w:<4} {lift:>10.2f}" for a, w, v, lift in authors]

@@ -19,6 +19,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from envduels_dagster.core.models.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
+    from envduels_dagster.core.requests.plan_decision import format_sizes
     from envduels_dagster.core.requests.plan_report import (
         actual_from_warehouse,
         compare_rows,
@@ -83,6 +84,11 @@ def run_plan(args: argparse.Namespace) -> int:
                 print("paid (budget ledger): " + ", ".join(f"{m} {v['calls']} calls ${v['usd']:.4f}"
                                                            for m, v in spent.items()))
         return 0
+    from envduels_dagster.core.requests.plan_decision import minimum_warning
+
+    warning = minimum_warning(settings.envs_per_author)  # before any call: this size cannot answer the question
+    if warning:
+        print(warning, file=sys.stderr)
     measured, authored = ({}, {}) if args.defaults_only else known_rates(conn, registry, settings)
     if args.pilot:
         done = run_pilot_command(args, registry, settings, duel, measured, authored, overall)
@@ -91,7 +97,9 @@ def run_plan(args: argparse.Namespace) -> int:
         measured, authored = known_rates(conn, registry, settings)
         print(done, file=sys.stderr if args.json else sys.stdout)
     plan = plan_experiment(registry, settings, measured, duel.episode_concurrency, authored)
-    record = {**plan.to_dict(), "registry": registry.path, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    sizes = [] if args.defaults_only else answer_sizes(conn, registry, settings, measured, duel.episode_concurrency)
+    record = {**plan.to_dict(), "registry": registry.path, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "answer": {"warning": warning, "sizes": [vars(s) for s in sizes]}}
     plans.mkdir(parents=True, exist_ok=True)
     kept = plans / f"plan-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.json"
     kept.write_text(json.dumps(record, indent=1))
@@ -99,6 +107,7 @@ def run_plan(args: argparse.Namespace) -> int:
         print(json_line({**record, "kept": str(kept)}))
     else:
         print(format_plan(plan, registry, overall))
+        print(format_sizes(sizes, settings.envs_per_author))
         print(f"kept as {kept}; after the run, 'envduels plan --compare' sets it against what was used")
     return 0
 
@@ -122,6 +131,36 @@ def size_differences(planned: dict, used: dict[str, int]) -> list[str]:
     return [f"the plan was made for {planned[k]} {names[k]}, the warehouse's run used {used[k]}: the comparison "
             f"sets different experiments against each other (plan again with --{k.replace('_', '-')} {used[k]})"
             for k in names if k in planned and k in used and int(planned[k]) != used[k]]
+
+
+def answer_sizes(conn, registry, settings, measured: dict, concurrency: int) -> list:
+    """Per learner, the size that names its best author (``core.requests.plan_decision``), from the pilot's
+    warehouse when there is one, else the run's; each size priced as the whole experiment at that size."""
+    import duckdb
+
+    from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
+    from envduels_dagster.core.requests.plan_decision import decision_sizes
+    from envduels_dagster.core.requests.plan_report import _has_tables
+
+    def price(n: int) -> tuple[float, float | None]:
+        total = plan_experiment(registry, PlanSettings(n, settings.seeds, settings.rounds), measured,
+                                concurrency).total()
+        return total.calls, total.usd
+
+    def read(c) -> list:
+        if c is None or not _has_tables(c):
+            return []
+        envs = c.execute("SELECT * FROM environments").df()
+        episodes = c.execute("SELECT env_id, author, solver, round, condition, seed, status, model_calls, cost_usd "
+                             "FROM episodes").df()
+        return decision_sizes(envs, episodes, list(registry.solvers), price)
+
+    if pilot_path().exists():
+        with duckdb.connect(str(pilot_path()), read_only=True) as pilot:
+            found = read(pilot)
+        if found:
+            return found
+    return read(conn)
 
 
 def pilot_path():

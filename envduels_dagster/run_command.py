@@ -174,12 +174,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     registry = load_registry(new.registry)
     Roster.from_registry(registry)
     caps_for(registry, budget_from_env())
+    if getattr(args, "until_decided", False):  # issue 42: the most it can cost, before it asks
+        from envduels_dagster.until_decided import max_size_note
+
+        if args.max_envs < new.envs_per_author:
+            from envduels_dagster.cli_errors import UsageError
+
+            raise UsageError(f"--max-envs {args.max_envs} is below the first wave's {new.envs_per_author} "
+                             "environments per author")
+        print(max_size_note(new, args.max_envs))
     plan = settle(new, sources, "envduels run", args.yes, always_ask=True)
     if args.registry:
         os.environ["ENVDUELS_REGISTRY"] = new.registry  # the runs of this process read the same file
     _keep(plan, new)
     t0 = time.perf_counter()
-    summary = _quiet(args, lambda: run_experiment(new, plan, log=lambda m: print(m, flush=True)))
+    if getattr(args, "until_decided", False):
+        from envduels_dagster.until_decided import format_outcome, run_until_decided
+
+        outcome = _quiet(args, lambda: run_until_decided(new, plan, args.wave, args.max_envs,
+                                                         log=lambda m: print(m, flush=True)))
+        summary = outcome.summaries[-1]
+        print(format_outcome(outcome))
+    else:
+        summary = _quiet(args, lambda: run_experiment(new, plan, log=lambda m: print(m, flush=True)))
     print(f"\nRun done in {time.perf_counter() - t0:.0f}s: {summary.counts.get('pairs', 0)} pairs"
           + (": " + format_progress(summary.stages[-1], summary).split(": ", 1)[1] if summary.stages else ""))
     if summary.stopped_at_budget:
@@ -262,4 +279,11 @@ def add_parser(add, _int_in, _float_in) -> None:
                    help="stop spending at this many US dollars over every priced model, across runs (sets "
                         "ENVDUELS_BUDGET_USD for this run)")
     p.add_argument("--yes", action="store_true", help="start without asking (the plan is still printed)")
+    p.add_argument("--until-decided", action="store_true",
+                   help="add --wave environments per author after each run until every learner's answer is decided "
+                        "(p_best >= 0.95), the budget cap stops play, or --max-envs is reached; says why it stopped")
+    p.add_argument("--wave", type=_int_in(1, 1000, "--wave"), default=4,
+                   help="with --until-decided: environments per author each wave adds (default 4)")
+    p.add_argument("--max-envs", type=_int_in(1, 1000, "--max-envs"), default=64,
+                   help="with --until-decided: the most environments per author it goes to (default 64)")
     p.set_defaults(func=cmd_run)

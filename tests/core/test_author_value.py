@@ -10,8 +10,9 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 from envduels_dagster.core.models.costing import list_cost
+from envduels_dagster.core.stats.learnable import learnable_rows
 from envduels_dagster.core.storage.warehouse import replace_rows
-from envduels_dagster.core.value.author_value import RANKED, SELF, UNPRICED, author_value, learnable_probability
+from envduels_dagster.core.value.author_value import RANKED, SELF, UNPRICED, author_value
 from envduels_dagster.core.value.chart import panel_scale, value_sentence, value_svg
 
 SEEDS = [0, 1, 2, 3]
@@ -56,10 +57,20 @@ def warehouse(cheap_cost=0.01, pricey_cost=0.10, pricey_priced=True):
     return pd.DataFrame(envs), pd.DataFrame(eps)
 
 
-def test_the_learnable_probability_is_a_jeffreys_beta_binomial_posterior():
-    assert learnable_probability(4, 4) == (4.5, 0.5)
-    assert learnable_probability(0, 4) == (0.5, 4.5)
-    assert learnable_probability(0, 0) == (0.5, 0.5)
+def p_learnable(envs, eps) -> dict[str, float]:
+    """The training set's P(learnable) of each environment for the learner: the one definition (issue 42)."""
+    rows = learnable_rows(eps, envs, LEARNER).rows
+    return dict(zip(rows["env_id"], rows["p_learnable"]))
+
+
+def test_an_environment_counts_by_its_training_set_probability_not_by_its_rescued_seeds():
+    """Before issue 42 a seed failed cold and passed hinted counted as learnable: (0 of 4 cold, 4 of 4 hinted)
+    gave 0.9 whatever the other rows said; now it is P(true p_cold <= 0.25, true p_hint >= 0.5), the training
+    set's p_learnable, and an environment passed cold on every seed is (nearly) never learnable."""
+    envs, eps = warehouse()
+    p = p_learnable(envs, eps)
+    assert p["cheap.r0.0"] > 0.95 and p["cheap.r0.0"] == pytest.approx(p["pricey.r0.0"])  # the old figure: 0.9
+    assert p["cheap.r0.3"] < 0.01
 
 
 def test_a_model_without_a_price_costs_none_never_zero():
@@ -73,44 +84,50 @@ def test_known_costs_and_outcomes_give_the_expected_per_dollar_figures_and_the_c
     envs, eps = warehouse()
     table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, n_boot=500)
     t = table.set_index("author")
-    # cheap: posterior means 0.9, 0.9, 0.9, 0.1 and 0 for the rejected one -> 2.8 over 5 envs costing $0.05.
-    assert t.loc["cheap", "expected_learnable"] == pytest.approx(2.8)
-    assert t.loc["cheap", "per_env"] == pytest.approx(0.56)
-    assert t.loc["cheap", "per_usd"] == pytest.approx(56.0)
-    assert t.loc["cheap", "per_kcall"] == pytest.approx(560.0)
+    p = p_learnable(envs, eps)
+    full, never = p["cheap.r0.0"], p["cheap.r0.3"]
+    # cheap: P(learnable) full, full, full, never and 0 for the rejected slot, over 5 slots costing $0.05
+    cheap = 3 * full + never
+    assert t.loc["cheap", "expected_learnable"] == pytest.approx(cheap)
+    assert t.loc["cheap", "per_env"] == pytest.approx(cheap / 5)
+    assert t.loc["cheap", "per_usd"] == pytest.approx(cheap / 0.05)
+    assert t.loc["cheap", "per_kcall"] == pytest.approx(1000 * cheap / 5)
     assert t.loc["cheap", "validity_rate"] == pytest.approx(0.8)
-    assert t.loc["pricey", "per_env"] == pytest.approx(0.9)
-    assert t.loc["pricey", "per_usd"] == pytest.approx(9.0)
+    assert t.loc["pricey", "per_env"] == pytest.approx(full)
+    assert t.loc["pricey", "per_usd"] == pytest.approx(full / 0.1)
     # pricey writes better environments, cheap gives more per dollar: the cheaper author ranks first.
     assert t.loc["cheap", "rank"] == 1 and t.loc["pricey", "rank"] == 2
     assert t.loc["cheap", "rank_basis"] == "per_usd"
     assert t.loc["cheap", "p_best"] > 0.95 and t.loc["cheap", "rank_upper"] == 1
     ranked = table[table["status"] == RANKED]
+    own = p["learner.r0.0"]
     for fig in ("per_env", "per_usd", "per_kcall"):  # ranked authors (4 and 5 slots) get intervals; the learner's
         assert (ranked[f"{fig}_lower"] < ranked[f"{fig}_upper"]).all()  # own 2 environments (below 4) none
         assert pd.isna(t.loc[LEARNER, f"{fig}_lower"]) and t.loc[LEARNER, fig] == pytest.approx(
-            0.9 * (1000 if fig == "per_kcall" else 1) / (0.001 if fig == "per_usd" else 1))
-    assert t.loc["cheap", "per_usd_lower"] < 56.0 < t.loc["cheap", "per_usd_upper"]
+            own * (1000 if fig == "per_kcall" else 1) / (0.001 if fig == "per_usd" else 1))
+    assert t.loc["cheap", "per_usd_lower"] < cheap / 0.05 < t.loc["cheap", "per_usd_upper"]
     # the learner's own environments are reported, not ranked; its evaluation calls are apart
     assert t.loc[LEARNER, "status"] == SELF and pd.isna(t.loc[LEARNER, "rank"])
     assert t.loc["cheap", "eval_calls"] == 4 * 4 * 2 * 2 and t.loc["cheap", "author_calls"] == 5
-    # the whole budget goes to cheap: $10 buys 200 environment slots, 560 expected learnable
+    # the whole budget goes to cheap: $10 buys 1000 environment slots, 10 * per_usd expected learnable
     total = mix.set_index("author").loc["(total)"]
     assert mix["author"].tolist() == ["cheap", "(total)"]
-    assert total["expected_learnable"] == pytest.approx(560.0)
+    assert total["expected_learnable"] == pytest.approx(10 * cheap / 0.05)
     assert mix.set_index("author").loc["cheap", "envs_to_write"] == pytest.approx(1000.0)
-    assert total["expected_lower"] <= 560.0 <= total["expected_upper"]
+    assert total["expected_lower"] <= 10 * cheap / 0.05 <= total["expected_upper"]
 
 
 def test_when_cheap_is_not_cheap_the_better_writer_wins_and_a_share_cap_splits_the_budget():
     envs, eps = warehouse(cheap_cost=0.20)
     table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, max_share=0.5, n_boot=300)
     t = table.set_index("author")
-    assert t.loc["cheap", "per_usd"] == pytest.approx(2.8)
+    p = p_learnable(envs, eps)
+    cheap = 3 * p["cheap.r0.0"] + p["cheap.r0.3"]
+    assert t.loc["cheap", "per_usd"] == pytest.approx(cheap / 1.0)
     assert t.loc["pricey", "rank"] == 1 and t.loc["cheap", "rank"] == 2
     m = mix.set_index("author")
     assert m.loc["pricey", "share"] == pytest.approx(0.5) and m.loc["cheap", "share"] == pytest.approx(0.5)
-    assert m.loc["(total)", "expected_learnable"] == pytest.approx(5 * 9.0 + 5 * 2.8)
+    assert m.loc["(total)", "expected_learnable"] == pytest.approx(5 * p["pricey.r0.0"] / 0.1 + 5 * cheap)
 
 
 def test_one_unpriced_author_is_listed_apart_and_the_priced_ones_stay_ranked_per_dollar():
@@ -122,14 +139,18 @@ def test_one_unpriced_author_is_listed_apart_and_the_priced_ones_stay_ranked_per
     assert pd.isna(t.loc["pricey", "author_cost_usd"]) and "no price" in t.loc["pricey", "price_note"]
     assert (table["rank_basis"] == "per_usd").all()
     assert t.loc["cheap", "status"] == RANKED and t.loc["cheap", "rank"] == 1
-    # pricey (900 per 1000 calls) would beat cheap (560) per call; it is listed apart, with its per-call interval
+    # pricey (1000 full per 1000 calls) would beat cheap per call; it is listed apart, with its per-call interval
     assert t.loc["pricey", "status"] == UNPRICED and pd.isna(t.loc["pricey", "rank"])
-    assert t.loc["pricey", "per_kcall"] == pytest.approx(900.0)
+    full = p_learnable(envs, eps)["pricey.r0.0"]
+    assert t.loc["pricey", "per_kcall"] == pytest.approx(1000 * full)
     assert t.loc["pricey", "per_kcall_lower"] <= t.loc["pricey", "per_kcall_upper"]
     assert mix["currency"].iloc[0] == "usd" and mix["author"].tolist() == ["cheap", "(total)"]
     line = value_sentence(table, mix, LEARNER)
-    assert line.startswith(f"for {LEARNER} (ranked per dollar): cheap gives")
-    assert "No price, listed apart (per 1000 calls): pricey 900 [" in line
+    assert line.startswith(f"for {LEARNER} (ranked per dollar): pay cheap: p_best 1.00, the only ranked author; $")
+    from envduels_dagster.core.stats.rounding import format_estimate
+
+    shown = format_estimate(*t.loc["pricey", ["per_kcall", "per_kcall_lower", "per_kcall_upper"]])
+    assert f"No price, listed apart (per 1000 calls): pricey {shown}, " in line
 
 
 def test_when_no_candidate_has_a_price_authors_are_ranked_per_call_never_as_free():
@@ -138,7 +159,7 @@ def test_when_no_candidate_has_a_price_authors_are_ranked_per_call_never_as_free
     table, mix = author_value(envs, eps, LEARNER, n_boot=300)
     t = table.set_index("author")
     assert (table["rank_basis"] == "per_kcall").all()
-    assert t.loc["pricey", "rank"] == 1 and t.loc["cheap", "rank"] == 2  # 900 against 560 per 1000 calls
+    assert t.loc["pricey", "rank"] == 1 and t.loc["cheap", "rank"] == 2  # 1000 full against 800 full + never
     assert mix["currency"].iloc[0] == "calls"
     assert "(ranked per call: no author has a price)" in value_sentence(table, mix, LEARNER)
 
@@ -146,8 +167,9 @@ def test_when_no_candidate_has_a_price_authors_are_ranked_per_call_never_as_free
 def test_the_self_authored_row_never_sets_the_chart_scale():
     envs, eps = warehouse()
     table, _ = author_value(envs, eps, LEARNER, n_boot=200)
-    # the learner's own environments cost $0.001 each: 900 learnable per dollar, ten times any ranked author
-    assert table.set_index("author").loc[LEARNER, "per_usd"] == pytest.approx(900.0)
+    # the learner's own environments cost $0.001 each: 1000 full learnable per dollar, ten times any ranked author
+    own = p_learnable(envs, eps)["learner.r0.0"]
+    assert table.set_index("author").loc[LEARNER, "per_usd"] == pytest.approx(1000 * own)
     ranked_top = table.loc[table["status"] == RANKED, "per_usd_upper"].max()
     assert panel_scale(table, "per_usd") == pytest.approx(ranked_top)
     svg = value_svg(table, LEARNER)
@@ -233,8 +255,10 @@ def test_a_hardened_lineage_counts_once_with_its_newest_valid_version_and_all_it
     eps = pd.concat([eps, pd.DataFrame(episode_rows("pricey.r1.0", "pricey", 0))], ignore_index=True)
     t = author_value(envs, eps, LEARNER, n_boot=200)[0].set_index("author")
     assert t.loc["pricey", "n_envs"] == 4 and t.loc["pricey", "n_written"] == 5
-    assert t.loc["pricey", "expected_learnable"] == pytest.approx(0.9 * 3 + 0.1)
-    assert t.loc["pricey", "per_usd"] == pytest.approx(2.8 / 0.5)
+    p = p_learnable(envs, eps)  # the child (0 of 4 rescued: passes cold) replaces its parent
+    assert "pricey.r0.0" not in p
+    assert t.loc["pricey", "expected_learnable"] == pytest.approx(p["pricey.r0.1"] * 3 + p["pricey.r1.0"])
+    assert t.loc["pricey", "per_usd"] == pytest.approx((p["pricey.r0.1"] * 3 + p["pricey.r1.0"]) / 0.5)
 
 
 # ---------------------------------------------------------------- through Dagster on a real DuckDB file
@@ -249,12 +273,12 @@ def _write_warehouse(path, envs, eps):
 def _materialize(path, learners):
     from envduels_dagster.assets.value.assets import author_value as asset
     from envduels_dagster.assets.value.checks import author_value_checks
-    from envduels_dagster.resources import AuthorValueSettings
+    from envduels_dagster.resources import AuthorValueSettings, DuelSettings
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("solvers", learners)
     return dg.materialize([asset, author_value_checks], instance=instance, partition_key=LEARNER,
-                          resources={"warehouse": DuckDBResource(database=str(path)),
+                          resources={"warehouse": DuckDBResource(database=str(path)), "settings": DuelSettings(),
                                      "value_settings": AuthorValueSettings(budget_usd=10.0, n_boot=300)})
 
 
@@ -265,8 +289,10 @@ def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehou
     result = _materialize(db, [LEARNER, "cheap", "pricey"])
     assert result.success
     md = result.asset_materializations_for_node("author_value")[0].metadata
-    # rounded to what the intervals justify (core.stats.rounding): 0.56 [0.12, 0.90] and 56.0 [11.8, 89.6]
-    assert "cheap gives 0.6 [0.1, 0.9] " in md["answer"].value and "60 [10, 90] per" in md["answer"].value
+    # the decision first, its figures rounded to what the intervals justify (core.stats.rounding)
+    answer = md["answer"].value
+    assert answer.startswith("for learner (ranked per dollar): pay cheap: p_best ") and "runner-up pricey" in answer
+    assert " per learnable environment, " in answer and "(n=5 environments by cheap)" in answer
     assert md["chart_image"].value.startswith("![author value for learner](data:image/svg+xml;base64,")
     chart = md["chart"]  # the inline chart: a metadata table of text bars, described
     assert isinstance(chart, dg.TableMetadataValue) and chart.records[0].data["rank"].startswith("#1 [")
@@ -279,7 +305,8 @@ def test_the_asset_writes_the_tables_and_its_checks_pass_on_a_hand_built_warehou
         ranks = dict(conn.execute("SELECT author, rank FROM author_value WHERE learner = ?", [LEARNER]).fetchall())
         total = conn.execute("SELECT expected_learnable FROM author_value_mix WHERE author = '(total)'").fetchone()
     assert ranks == {"cheap": 1, "pricey": 2, LEARNER: None}
-    assert total[0] == pytest.approx(560.0)
+    cheap = 3 * p_learnable(*warehouse())["cheap.r0.0"] + p_learnable(*warehouse())["cheap.r0.3"]
+    assert total[0] == pytest.approx(10 * cheap / 0.05)
 
 
 @pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
@@ -316,8 +343,12 @@ def test_an_empty_warehouse_and_an_unplayed_author_give_insufficient_data_not_nu
     from envduels_dagster.core.value.chart import value_sentence, value_svg
 
     assert "pricey: insufficient data (n=0)" in value_sentence(table, mix, LEARNER)
-    assert "no data" in value_svg(table, LEARNER) and value_sentence(table.iloc[0:0], mix, LEARNER).endswith(
-        "insufficient data (no environments written yet)")
+    assert "no data" in value_svg(table, LEARNER)
+    assert value_sentence(table.iloc[0:0], mix, LEARNER) == (
+        "for learner: insufficient data (no environments written yet): every author needs 4 environments played by "
+        "learner; `envduels plan --envs-per-author 4` prices it, `envduels run --envs-per-author 4` runs it (or "
+        "`envduels run --until-decided` stops when decided; what is already written and played comes from the call "
+        "cache)")
 
 
 def test_authoring_records_calls_tokens_and_list_cost_per_environment_also_on_cache_hits(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from envduels_dagster.core.report.experiment import ReportInputs, answers, render
 from envduels_dagster.core.report.figures import lift_colour, lift_heatmap_svg, rank_scatter_svg
+from envduels_dagster.core.stats.rounding import format_estimate
 from envduels_dagster.core.value.author_value import author_value
 from tests.core.test_author_value import LEARNER, warehouse
 
@@ -65,8 +66,9 @@ def test_the_reports_answer_is_the_author_value_tables_top_row_per_learner():
     assert ans.iloc[0]["value"] == pytest.approx(top["per_usd"]) and ans.iloc[0]["basis"] == "per_usd"
     html = render(ReportInputs(pair_lift=pair_lift(), rankings=rankings(), author_value=table, author_value_mix=mix))
     row = re.search(rf'<tr class="answer" data-learner="{LEARNER}" data-author="(\w+)">(.*?)</tr>', html).group(2)
-    # rounded to what its interval justifies: 56.0 [11.8, 89.6] reads 60 [10, 90] (core.stats.rounding)
-    assert f"<b>{top['author']}</b>" in row and "60 [10, 90] learnable environments per US dollar" in row
+    # rounded to what its interval justifies (core.stats.rounding)
+    shown = format_estimate(top["per_usd"], top["per_usd_lower"], top["per_usd_upper"])
+    assert f"<b>{top['author']}</b>" in row and f"{shown} learnable environments per US dollar" in row
     # the answer comes first, then the figures; nothing is fetched
     assert html.index('id="answer"') < html.index('id="leaderboard"') < html.index('id="lift-heatmap"')
     assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")

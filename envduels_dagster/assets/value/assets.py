@@ -21,7 +21,7 @@ from envduels_dagster.assets.shared import (
     table_version,
 )
 from envduels_dagster.core.storage.column_docs import describe
-from envduels_dagster.resources import AuthorValueSettings
+from envduels_dagster.resources import AuthorValueSettings, DuelSettings
 
 TABLE_COLUMNS = [("author", "string"), ("status", "string"), ("rank", "int"), ("rank_lower", "int"),
                  ("rank_upper", "int"), ("n_envs", "int"), ("validity_rate", "float"), ("per_env", "float"),
@@ -63,7 +63,7 @@ def author_value_table(table) -> dg.TableMetadataValue:
     partitions_def=solver_partitions,
     deps=[dg.AssetDep(duel_episodes, partition_mapping=by_solver),
           dg.AssetDep(authored_environments, partition_mapping=dg.AllPartitionMapping())],
-    group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"}, code_version="3",
+    group_name="training", kinds={"python", "duckdb"}, owners=OWNERS, tags={"layer": "product"}, code_version="4",
     # The asset writes two tables: author_value's columns are its schema, author_value_mix's stand beside them.
     metadata={"dagster/column_schema": documented_schema("author_value"),
               "author_value_mix columns": dg.MetadataValue.table_schema(documented_schema("author_value_mix"))},
@@ -72,7 +72,7 @@ def author_value_table(table) -> dg.TableMetadataValue:
                 "with its uncertainty; the best author mix for AuthorValueSettings' budget. "
                 "Tables `author_value`, `author_value_mix`.",
 )
-def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueSettings,
+def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueSettings, settings: DuelSettings,
                  warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.storage.warehouse import read_table, replace_rows
     from envduels_dagster.core.value.author_value import author_value as compute_author_value
@@ -81,17 +81,22 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
     learner = context.partition_key
     with warehouse.get_connection() as conn:
         envs = read_table(conn, "environments")
-        episodes = read_table(conn, "episodes", {"solver": learner})
+        read_table(conn, "episodes", {"solver": learner})  # (ensures the schema)
+        # every learner's rows fit the prior of the rates behind P(learnable), as in training_set (one definition)
+        episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status, model_calls, cost_usd "
+                                "FROM episodes").df()
     s = value_settings
     table, mix = compute_author_value(envs, episodes, learner, budget_usd=s.budget_usd, budget_calls=s.budget_calls,
-                                      max_share=s.max_share, min_envs=s.min_envs, n_boot=s.n_boot)
+                                      max_share=s.max_share, min_envs=s.min_envs, n_boot=s.n_boot,
+                                      cold_ceiling=settings.training_cold_ceiling,
+                                      min_hint=settings.training_min_hint)
     with warehouse.get_connection() as conn:
         replace_rows(conn, "author_value", table, {"learner": learner})
         replace_rows(conn, "author_value_mix", mix, {"learner": learner})
     svg = value_svg(table, learner)
     chart = _chart_path(learner)
     chart.write_text(svg)
-    answer = value_sentence(table, mix, learner)
+    answer = value_sentence(table, mix, learner, min_envs=s.min_envs)
     context.log.info(answer)
     versioned = table_version(warehouse, "author_value", "author_value_mix", where={"learner": learner})
     return dg.MaterializeResult(data_version=versioned, metadata=rounded_metadata({  # the answer first, details after

@@ -7,6 +7,9 @@ denies and ``1234.567 [1200.1, 1270.9]`` cluttered. The rule, as in physics' rep
 * the half-width ``h = |upper - lower| / 2`` is rounded to one significant digit, or two when that digit is a 1
   (so 0.14 keeps 0.14 rather than the 30% coarser 0.1); the estimate and both bounds get the same decimals
   (``0.52 [0.37, 0.67]``; ``0.5 [0.0, 1.0]`` for a half-width of 0.5; ``1230 [1200, 1270]`` for 35);
+* except that a bound which is not zero never prints as 0 (a positive lower bound is evidence): when it would, all
+  three get the decimals that keep that bound's first significant digit (``320 [40, 800]`` for 319 [42.5, 798],
+  not ``300 [0, 800]``; issue 42);
 * without a usable interval (a bound missing, NaN or infinite, or zero width) a value keeps ``PLAIN_DIGITS``
   decimals below 1000 and none from there (the display rule used before this module);
 * a missing value (None, NaN, pandas NA, infinity) is None, never a number.
@@ -47,7 +50,11 @@ def interval_decimals(lower: Any, upper: Any) -> int | None:
     leading = int(half / 10.0 ** exponent + 1e-9)  # the first significant digit, 1..9
     if leading >= 10:  # log10 rounding at an exact power of ten
         exponent, leading = exponent + 1, 1
-    return -exponent + (1 if leading == 1 else 0)
+    decimals = -exponent + (1 if leading == 1 else 0)
+    for bound in (lo, hi):  # a bound that is not zero never prints as 0: it keeps its first significant digit
+        if bound != 0 and round(bound, decimals) == 0:
+            decimals = max(decimals, -math.floor(math.log10(abs(bound))))
+    return decimals
 
 
 def round_plain(value: Any, digits: int = PLAIN_DIGITS) -> float | None:

@@ -55,7 +55,8 @@ AUTHOR_VALUE = {
     "validity_rate": "n_valid / n_written.",
     "n_unplayed": "Valid slots the learner has no matched seed on (left out of the sample, not counted as 0).",
     "n_seeds": "Matched seeds behind the learnable probabilities.",
-    "expected_learnable": "Sum over the sample of each slot's learnable probability (fails cold, passes hinted).",
+    "expected_learnable": "Sum over the sample of each slot's p_learnable, the training set's P(true p_cold <= 0.25 "
+                          "and true p_hint >= 0.5): the expected number of learnable environments (one definition).",
     "per_env": "Learnable environments per environment slot (expected_learnable / n_envs; a slot is one lineage, "
                "so a slot hardened over rounds counts once however many environments it wrote).",
     "per_env_lower": "95% percentile-bootstrap lower bound of per_env (NULL below min_envs).",

@@ -22,13 +22,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from envduels_dagster.core.stats import admits, env_solver_stats
+from envduels_dagster.core.stats import admits
 from envduels_dagster.core.stats import joint_admission as ja
+from envduels_dagster.core.stats.learnable import learnable_rows, superseded_env_ids
 
 COLUMNS = ["learner", "env_id", "author", "domain", "class_name", "max_turns", "source_sha256", "hint",
            "benchmark_seeds", "n_seeds", "p_cold", "p_hint", "lift", "lift_lower", "lift_upper", "rank",
            "p_learnable", "admission_method", "admission_threshold", "cold_ceiling", "prior_rows"]
 METHODS = ("probability", "rule")
+# superseded_env_ids moved to core.stats.learnable (issue 42) and stays importable from here
+__all__ = ["COLUMNS", "EXCLUDED_COLUMNS", "METHODS", "TrainingRule", "TrainingSet", "build_training_set", "exclusion_reason",
+           "export_items", "first_observations", "superseded_env_ids"]
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,6 @@ def exclusion_reason(category: str, p_learnable: float, rule: TrainingRule) -> s
     return f"learnable as observed, but outside the rule (p_cold <= {rule.max_cold:g}, p_hint >= {rule.min_hint:g})"
 
 
-def superseded_env_ids(envs: pd.DataFrame) -> set[str]:
-    """Environments with a valid hardened child: the newest valid version of each lineage replaces them."""
-    return set(envs.loc[envs["valid"] & envs["parent_env_id"].notna(), "parent_env_id"])
-
-
 def build_training_set(learner: str, episodes: pd.DataFrame, envs: pd.DataFrame,
                        rule: TrainingRule = TrainingRule()) -> TrainingSet:
     """The learner's training rows from the episodes and the environments table.
@@ -96,22 +95,21 @@ def build_training_set(learner: str, episodes: pd.DataFrame, envs: pd.DataFrame,
     # adaptive sampler decided membership on every seed it played (sampling = 'adaptive' included), and a
     # lineage's newest valid version replaces its parents across rounds. The matched seeds are the same
     # definition either way (core/stats/matched_sql.py, run here on the frame; the mart runs the dbt macro).
-    stats = env_solver_stats(episodes[~episodes["env_id"].isin(superseded_env_ids(envs))])
-    peer = stats[stats["author"] != stats["solver"]]
-    prior = ja.fit_joint_prior(*ja.counts(peer))
-    mine = stats[stats["solver"] == learner]
+    # P(learnable) comes from the one definition shared with author_value (core.stats.learnable)
+    found = learnable_rows(episodes, envs, learner, rule.cold_ceiling, rule.min_hint)
+    prior, peer, mine = found.prior, found.peer, found.rows
     if not rule.include_self_authored:
         mine = mine[mine["author"] != learner]
     mine = mine.reset_index(drop=True)
     cold, hint, n = ja.counts(mine)
-    p_learn = ja.joint_learnable_probability(prior, cold, hint, n, rule.cold_ceiling, rule.min_hint)
+    p_learn = mine["p_learnable"].to_numpy(dtype=float)
     lower, upper = ja.robust_lift_interval(prior, cold, hint, n)
     if rule.method == "probability":
         keep = p_learn >= rule.threshold - 1e-12
     else:
         keep = np.asarray(admits(mine["p_cold"].to_numpy(), mine["p_hint"].to_numpy(), rule.max_cold,
                                  rule.min_hint), dtype=bool)
-    picked = mine.assign(p_learnable=p_learn, lift_lower=lower, lift_upper=upper)[keep]
+    picked = mine.assign(lift_lower=lower, lift_upper=upper)[keep]
     picked = picked.sort_values(["lift", "p_learnable", "env_id"], ascending=[False, False, True])
     by_id = envs.drop_duplicates("env_id").set_index("env_id")
     rows = []
@@ -133,7 +131,7 @@ def build_training_set(learner: str, episodes: pd.DataFrame, envs: pd.DataFrame,
     categories = mine.loc[mine["author"] != learner, "category"].value_counts().to_dict()
     chosen = picked.reset_index(drop=True)
     bound = ja.false_admission_bound(prior, ja.counts(peer), ja.counts(chosen), rule.cold_ceiling, rule.min_hint)
-    out = mine.assign(p_learnable=p_learn)[~keep]
+    out = mine[~keep]
     out = out[out["author"] != learner].sort_values(["category", "p_learnable", "env_id"], ascending=[True, False, True])
     excluded = out.assign(reason=[exclusion_reason(c, p, rule) for c, p in zip(out["category"], out["p_learnable"])])
     return TrainingSet(df, categories, float((1.0 - df["p_learnable"]).sum()), prior.n_rows, len(mine), note,

@@ -6,15 +6,19 @@ cheaper model is the better task writer". Mean peer lift pooled over every solve
 notion of cost, cannot answer that; this module can, for one learner at a time.
 
 Units. A *lineage* is one environment slot an author was asked for: its round-0 attempt and
-every hardened version (``parent_env_id`` chains). It yields the learnable probability of its
-newest valid version (0 when no version is valid) and costs every call spent on it
+every hardened version (``parent_env_id`` chains). It yields P(learnable) of its newest valid
+version (0 when no version is valid): the training set's ``p_learnable``, the one definition of
+learnable (``core.stats.learnable``: true cold rate <= 0.25 and true hinted rate >= 0.5), so
+``expected_learnable`` is the expected number of the author's environments that are learnable
+for the learner, the ones the training set admits being those it is sure enough of) and costs every call spent on it
 (authoring, rejected attempts, hardening; validation makes no model calls). Lineages are
 the unit of resampling. A valid lineage the learner never completed a matched seed on is
 left out of the sample (missing, not zero) and counted in ``n_unplayed``.
 
-Intervals: 95% percentile bootstrap over lineages; each replicate also draws every
-environment's learnable probability from its Beta posterior, so seed-level uncertainty
-is carried too. Ranks come from the same replicates (``rank_lower``..``rank_upper``).
+Intervals: 95% percentile intervals of replicates: each draws which lineages are learnable
+(Bernoulli of each P(learnable), so seed-level uncertainty is carried), then the author's rate
+from its Jeffreys posterior, and resamples the lineages' costs and calls
+(``core.value.decision.rate_replicates``). Ranks come from the same replicates (``rank_lower``..``rank_upper``).
 Below ``MIN_ENVS`` lineages an author has no interval and no rank ("insufficient data");
 measured coverage: docs/STATISTICS.md, "Author value".
 """
@@ -24,10 +28,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from envduels_dagster.core.stats import matched_seeds
+from envduels_dagster.core.stats.learnable import COLD_CEILING, MIN_HINT, learnable_rows
+from envduels_dagster.core.value.decision import rate_replicates
 
-# Jeffreys prior on the per-seed probability of "fails cold, passes hinted".
-PRIOR = (0.5, 0.5)
 ALPHA = 0.05
 RANKED, SELF, INSUFFICIENT = "ranked", "self-authored (not ranked)", "insufficient data"
 #: An author without a price among priced ones: listed apart with its per-call figures, never ranked per dollar
@@ -47,25 +50,6 @@ MIX_COLUMNS = ["learner", "author", "currency", "budget", "share", "envs_to_writ
                "expected_lower", "expected_upper"]
 
 
-def learnable_probability(rescued: int, seeds: int, prior: tuple[float, float] = PRIOR) -> tuple[float, float]:
-    """Posterior (alpha, beta) of the chance that a seed of this environment is learnable for the learner.
-
-    Learnable on a seed = the learner fails it cold and passes it hinted (matched seeds only).
-    Beta-Binomial with a Jeffreys prior Beta(0.5, 0.5): ``rescued`` of ``seeds`` gives
-    Beta(0.5 + rescued, 0.5 + seeds - rescued); its mean is the environment's learnable
-    probability.
-
-    Overlap with ``core.stats.admission.learnable_probability`` (the training set's admission
-    probability): that one asks "are the environment's true rates inside the admission rule"
-    (P(p_cold <= ceiling) * P(p_hint >= min_hint), a yes/no about the environment, tied to the
-    rule's thresholds). This one is the per-seed rate of "fails cold, passes hinted", the
-    expected share of learnable seeds, which adds up across environments into the expected
-    counts this asset divides by cost, and needs no threshold. Both use Jeffreys priors on
-    matched seeds; if the two definitions are ever unified, it is here that it changes.
-    """
-    return prior[0] + rescued, prior[1] + seeds - rescued
-
-
 def lineages(envs: pd.DataFrame) -> pd.DataFrame:
     """Per environment row: its lineage root and whether it is the newest valid version of that lineage."""
     parent = dict(zip(envs["env_id"], envs["parent_env_id"]))
@@ -83,12 +67,13 @@ def lineages(envs: pd.DataFrame) -> pd.DataFrame:
     return out.assign(newest_valid=out["env_id"].isin(newest))
 
 
-def _lineage_frame(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str) -> pd.DataFrame:
-    """One row per lineage: author, valid, played, posterior (a, b), n_seeds, calls, tokens, cost."""
+def _lineage_frame(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, cold_ceiling: float = COLD_CEILING,
+                   min_hint: float = MIN_HINT) -> pd.DataFrame:
+    """One row per lineage: author, valid, played, p (P(learnable) of its newest valid version), n_seeds, calls,
+    tokens, cost. ``p`` is the training set's ``p_learnable`` (``core.stats.learnable``: one definition)."""
     env = lineages(envs)
-    m = matched_seeds(episodes[episodes["solver"] == learner])
-    m = m.assign(rescued=((m["y_cold"] == 0) & (m["y_hint"] == 1)).astype(int))
-    per_env = m.groupby("env_id").agg(n_seeds=("seed", "size"), rescued=("rescued", "sum"))
+    found = learnable_rows(episodes, envs, learner, cold_ceiling, min_hint).rows
+    per_env = found.groupby("env_id").agg(n_seeds=("n_seeds", "sum"), p=("p_learnable", "max"))
     env["cost"] = pd.to_numeric(env["author_cost_usd"], errors="coerce")
     env["calls"] = pd.to_numeric(env["author_calls"], errors="coerce").fillna(1)
     env["tokens"] = (pd.to_numeric(env["author_prompt_tokens"], errors="coerce").fillna(0)
@@ -97,16 +82,25 @@ def _lineage_frame(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str) -> 
     for (author, lineage), grp in env.groupby(["author", "lineage"], sort=True):
         newest = grp[grp["newest_valid"]]
         valid = not newest.empty
-        n_seeds = rescued = 0
+        n_seeds, p = 0, 0.0
         if valid and newest["env_id"].iloc[0] in per_env.index:
-            n_seeds, rescued = (int(x) for x in per_env.loc[newest["env_id"].iloc[0]])
-        a, b = learnable_probability(rescued, n_seeds)
+            n_seeds, p = int(per_env.at[newest["env_id"].iloc[0], "n_seeds"]), float(
+                per_env.at[newest["env_id"].iloc[0], "p"])
         rows.append({"author": author, "lineage": lineage, "n_written": len(grp), "n_valid": int(grp["valid"].sum()),
-                     "valid": valid, "played": n_seeds > 0, "a": a, "b": b, "n_seeds": n_seeds,
+                     "valid": valid, "played": n_seeds > 0, "p": p, "n_seeds": n_seeds,
                      "calls": float(grp["calls"].sum()), "tokens": float(grp["tokens"].sum()),
                      "cost": float(grp["cost"].sum()) if grp["cost"].notna().all() else np.nan})
-    return pd.DataFrame(rows, columns=["author", "lineage", "n_written", "n_valid", "valid", "played", "a", "b",
+    return pd.DataFrame(rows, columns=["author", "lineage", "n_written", "n_valid", "valid", "played", "p",
                                        "n_seeds", "calls", "tokens", "cost"])
+
+
+def slot_probabilities(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, cold_ceiling: float = COLD_CEILING,
+                       min_hint: float = MIN_HINT) -> dict[str, np.ndarray]:
+    """Author -> the P(learnable) of each slot in its sample (0 for a slot with no valid version), as counted by
+    ``author_value``; what ``core.value.decision.envs_needed`` resamples."""
+    lin = _lineage_frame(envs, episodes, learner, cold_ceiling, min_hint)
+    sample = lin[~lin["valid"] | lin["played"]]
+    return {str(a): np.where(g["valid"], g["p"], 0.0).astype(float) for a, g in sample.groupby("author")}
 
 
 def _interval(samples: np.ndarray, estimate: float) -> tuple[float, float]:
@@ -126,7 +120,8 @@ def _ratio(num: float, den: float, scale: float = 1.0) -> float:
 
 def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, *, budget_usd: float = 100.0,
                  budget_calls: float = 10_000, max_share: float = 1.0, min_envs: int = MIN_ENVS, n_boot: int = 2000,
-                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 seed: int = 0, cold_ceiling: float = COLD_CEILING,
+                 min_hint: float = MIN_HINT) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(``author_value`` rows, ``author_value_mix`` rows) for ``learner``; see the module docstring.
 
     ``envs``: the ``environments`` table (every author, every round); ``episodes``: the ``episodes``
@@ -136,24 +131,25 @@ def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, *, bu
     per thousand calls when no candidate has a price (said in ``rank_basis``; an unpriced author is never
     treated as free).
     """
-    lin = _lineage_frame(envs, episodes, learner)
+    lin = _lineage_frame(envs, episodes, learner, cold_ceiling, min_hint)
     rng = np.random.default_rng(seed)
     learner_eps = episodes[episodes["solver"] == learner]
     rows, reps = [], {}
     for author, grp in lin.groupby("author", sort=True):
         sample = grp[~grp["valid"] | grp["played"]]
         n = len(sample)
-        p = np.where(sample["valid"], sample["a"] / (sample["a"] + sample["b"]), 0.0)
+        p = np.where(sample["valid"], sample["p"], 0.0)
         cost, calls = sample["cost"].to_numpy(), sample["calls"].to_numpy()
         priced = bool(len(grp)) and bool(grp["cost"].notna().all())
         if n:
-            draws = np.where(sample["valid"].to_numpy(), rng.beta(sample["a"], sample["b"], size=(n_boot, n)), 0.0)
+            # each replicate draws the author's rate (which slots are learnable, then its Jeffreys posterior;
+            # core.value.decision.rate_replicates) and resamples the slots' costs and calls
+            rate = rate_replicates(p, n_boot, rng)
             idx = rng.integers(0, n, size=(n_boot, n))
-            picked = np.take_along_axis(draws, idx, axis=1)
             with np.errstate(invalid="ignore", divide="ignore"):
-                rep = {"per_env": picked.mean(axis=1),
-                       "per_usd": picked.sum(axis=1) / cost[idx].sum(axis=1) if priced else np.full(n_boot, np.nan),
-                       "per_kcall": 1000 * picked.sum(axis=1) / calls[idx].sum(axis=1)}
+                rep = {"per_env": rate,
+                       "per_usd": rate * n / cost[idx].sum(axis=1) if priced else np.full(n_boot, np.nan),
+                       "per_kcall": 1000 * rate * n / calls[idx].sum(axis=1)}
         else:
             rep = {k: np.full(n_boot, np.nan) for k in ("per_env", "per_usd", "per_kcall")}
         est = {"per_env": float(p.mean()) if n else float("nan"),

@@ -12,9 +12,10 @@ import base64
 import math
 from html import escape
 
+import numpy as np
 import pandas as pd
 
-from envduels_dagster.core.value.author_value import RANKED, SELF, UNPRICED
+from envduels_dagster.core.value.author_value import INSUFFICIENT, RANKED, SELF, UNPRICED
 
 PANELS = [("per_env", "learnable per environment slot"), ("per_usd", "learnable per US dollar"),
           ("per_kcall", "learnable per 1000 calls")]
@@ -206,25 +207,73 @@ def value_summary(table: pd.DataFrame, mix: pd.DataFrame) -> list[str]:
             for learner in sorted(table["learner"].unique())]
 
 
-def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str) -> str:
-    """One line per learner, leading with the best-ranked author; every figure with its interval and n."""
+def more_envs_command(n: int) -> str:
+    """What to run for ``n`` environments per author (the environments already written come from the call cache)."""
+    return (f"`envduels plan --envs-per-author {n}` prices it, `envduels run --envs-per-author {n}` runs it (or "
+            f"`envduels run --until-decided` stops when decided; what is already written and played comes from the "
+            f"call cache)")
+
+
+def _per_learnable(r, basis: str) -> str:
+    """Cost of one learnable environment: 1 / per_usd (dollars) or 1000 / per_kcall (calls), interval inverted."""
+    from envduels_dagster.core.stats.rounding import format_estimate
+
+    est, lo, hi = (getattr(r, basis), getattr(r, f"{basis}_lower"), getattr(r, f"{basis}_upper"))
+    scale = 1.0 if basis == "per_usd" else 1000.0
+
+    def inv(x):
+        return scale / x if x is not None and pd.notna(x) and x > 0 else None
+
+    if inv(est) is None:
+        return "no learnable environment yet"
+    upper = inv(lo)
+    text = format_estimate(inv(est), inv(hi), upper) if upper is not None else \
+        f"{format_estimate(inv(est))} [{format_estimate(inv(hi))}, no upper bound]"
+    return (f"${text}" if basis == "per_usd" else f"{text} calls") + " per learnable environment"
+
+
+def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str, min_envs: int = 4) -> str:
+    """One line per learner that a person can act on: the decision first (pay X, or not yet and what it takes),
+    with p_best, the runner-up, the cost per learnable environment and the environments behind it; then the
+    other ranked authors, the budget mix and the authors listed apart. A decision needs p_best >= 0.9
+    (``core.value.decision.TARGET``)."""
+    from envduels_dagster.core.value import decision
+
     if table.empty:
-        return f"for {learner}: insufficient data (no environments written yet)"
+        return (f"for {learner}: insufficient data (no environments written yet): every author needs {min_envs} "
+                f"environments played by {learner}; {more_envs_command(min_envs)}")
     ranked = table[table["status"] == RANKED].sort_values("rank")
     if ranked.empty:
-        return f"for {learner}: insufficient data (no other author has enough environments played by {learner})"
+        short = table[(table["status"] == INSUFFICIENT)].sort_values("author")
+        need = ", ".join(f"{r.author} has {int(r.n_envs)} ({min_envs - int(r.n_envs)} more)"
+                         for r in short.itertuples(index=False))
+        slots = max([int(r.n_slots) + min_envs - int(r.n_envs) for r in short.itertuples(index=False)] or [min_envs])
+        return (f"for {learner}: insufficient data: every author needs {min_envs} environments played by {learner}"
+                f"{': ' + need if need else ''}; {more_envs_command(slots)}")
     basis = ranked["rank_basis"].iloc[0]
-    parts = []
-    for i, r in enumerate(ranked.itertuples(index=False)):
-        money = _est(r.per_usd, r.per_usd_lower, r.per_usd_upper) if r.priced else "no price"
-        env = _est(r.per_env, r.per_env_lower, r.per_env_upper)
+    top = next(ranked.itertuples(index=False))
+    runner = next(ranked.iloc[1:].itertuples(index=False), None)
+    behind = (f"{_per_learnable(top, basis)}, {_est(top.per_env, top.per_env_lower, top.per_env_upper)} learnable "
+              f"per environment slot (n={int(top.n_envs)} environments by {top.author})")
+    rival = f"runner-up {runner.author} (p_best {runner.p_best:.2f})" if runner is not None else "the only ranked author"
+    if runner is None or top.p_best >= decision.TARGET:
+        head = f"pay {top.author}: p_best {top.p_best:.2f}, {rival}; {behind}"
+    else:
+        # the table keeps each author's rate, not its slots' P: each slot is taken at the author's rate
+        groups = {r.author: np.full(max(int(r.n_envs), 1), float(r.per_env)) for r in ranked.itertuples(index=False)}
+        costs = ({r.author: float(r.author_cost_usd) / max(int(r.n_slots), 1) for r in ranked.itertuples(index=False)}
+                 if basis == "per_usd" else None)
+        n = decision.size_for_decision(groups, costs=costs)
+        todo = (f"about {n} environments per author would decide it ({max(n - int(top.n_envs), 0)} more for "
+                f"{top.author}); {more_envs_command(n)}" if n is not None else
+                "the leaders' rates are too close for any affordable size to separate them")
+        head = (f"not decided yet: {top.author} leads with p_best {top.p_best:.2f} (a decision needs "
+                f"{decision.TARGET:g}), {rival}; {behind}; {todo}")
+    parts = [head]
+    for r in ranked.iloc[1:].itertuples(index=False):
         rank = f"rank {int(r.rank)} [{int(r.rank_lower)}-{int(r.rank_upper)}], n={int(r.n_envs)}"
-        if i == 0:
-            parts.append(f"{r.author} gives {env} learnable environments per environment slot, {money} per "
-                         f"dollar, {_fmt(r.per_kcall)} per 1000 calls ({rank})")
-        else:
-            parts.append(f"{r.author} {_fmt(r.per_env)}, {_fmt(r.per_usd) if r.priced else 'no price'}, "
-                         f"{_fmt(r.per_kcall)} ({rank})")
+        parts.append(f"{r.author} {_fmt(r.per_env)}, {_fmt(r.per_usd) if r.priced else 'no price'}, "
+                     f"{_fmt(r.per_kcall)} ({rank})")
     apart = table[table["status"] == UNPRICED].sort_values("author")
     others = table[~table["status"].isin([RANKED, UNPRICED])]
     skipped = [f"{r.author}: {r.status} (n={int(r.n_envs)})" for r in others.itertuples(index=False)]

@@ -45,12 +45,23 @@ def test_no_usable_interval_gives_no_decimals(lower, upper):
 
 def test_estimate_and_bounds_share_the_decimals():
     assert round_estimate(0.52134, 0.37, 0.6712) == (0.52, 0.37, 0.67)
-    assert round_estimate(0.52134, 0.013, 0.987) == (0.5, 0.0, 1.0)
+    assert round_estimate(0.52134, 0.013, 0.987) == (0.52, 0.01, 0.99)  # 0.013 is not 0 (issue 42)
     assert round_estimate(1234.567, 1200.1, 1270.9) == (1230.0, 1200.0, 1270.0)
     assert round_estimate(0.3, -50.0, 50.0) == (0.0, -50.0, 50.0)  # the estimate is 0 at the precision it has
     assert round_estimate(0.999999999, 0.99, 1.0) == (1.0, 0.99, 1.0)
     assert round_estimate(-0.0001, -0.3, 0.3) == (0.0, -0.3, 0.3) and math.copysign(1, round_estimate(
         -0.0001, -0.3, 0.3)[0]) == 1  # never "-0.0"
+
+
+@pytest.mark.parametrize(("estimate", "lower", "upper", "text"), [
+    (319, 42.5, 798, "320 [40, 800]"),  # issue 42: was "300 [0, 800]", a positive lower bound shown as 0
+    (31000, 4246, 80000, "31000 [4000, 80000]"),  # was "30000 [0, 80000]"
+    (-0.1, -0.3, -0.004, "-0.100 [-0.300, -0.004]"),  # a negative upper bound stays negative
+    (0.4, 0.0, 0.8, "0.4 [0.0, 0.8]"),  # a bound that is 0 may print as 0
+    (0.52, 0.37, 0.67, "0.52 [0.37, 0.67]"),  # bounds far from 0: the half-width rule alone
+])
+def test_a_bound_that_is_not_zero_never_prints_as_zero(estimate, lower, upper, text):
+    assert format_estimate(estimate, lower, upper) == text
 
 
 def test_without_an_interval_the_plain_rule_and_missing_values_stay_missing():
@@ -64,7 +75,7 @@ def test_without_an_interval_the_plain_rule_and_missing_values_stay_missing():
 
 def test_as_text():
     assert format_estimate(0.52134, 0.37, 0.6712) == "0.52 [0.37, 0.67]"
-    assert format_estimate(0.52134, 0.013, 0.987) == "0.5 [0.0, 1.0]"
+    assert format_estimate(0.52134, 0.013, 0.987) == "0.52 [0.01, 0.99]"
     assert format_estimate(1234.567, 1200.1, 1270.9) == "1230 [1200, 1270]"
     assert format_estimate(0.5213) == "0.521" and format_estimate(None, 0.1, 0.2) == "n/a"
     assert format_estimate(0.5, 0.5, 0.5) == "0.5 [0.5, 0.5]"  # zero width: each by the plain rule
