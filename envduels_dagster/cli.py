@@ -10,7 +10,6 @@ messages.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
@@ -18,6 +17,7 @@ from envduels_dagster import run_command
 from envduels_dagster.cli_envs import cmd_play, cmd_validate
 from envduels_dagster.cli_errors import UsageError  # re-exported: tests and commands raise it
 from envduels_dagster.cli_results import cmd_report, cmd_show
+from envduels_dagster.importing import cmd_import
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 SPENDING = ("demo", "run", "play", "plan")  # commands that call models under ENVDUELS_BUDGET_USD
@@ -83,52 +83,6 @@ def _float_in(low: float, high: float | None, what: str):
 SEED = _int_in(0, 2**64 - 1, "seed", "0..2**64-1")  # unsigned 64-bit, as everywhere (protocol.Seed)
 MAX_TURNS = _int_in(1, 200, "--max-turns")
 PORT = _int_in(0, 65535, "port")
-
-
-def _cmd_import(args: argparse.Namespace) -> int:
-    """Import an EnvDuels export through Dagster: checked here first (bad input: exit 2, nothing written), then
-    staged under ENVDUELS_HOME and materialized by an ``import_job`` run as author partition ``import:<name>``.
-    An export holding several authors' environments makes one import per author (``import:<dir>.<author>``,
-    ``core/authoring/imports.import_groups``); ``--author NAME`` imports everything as one."""
-    from envduels_dagster.core.authoring.imports import (
-        ImportInputError,
-        import_groups,
-        import_partition,
-        namespaced,
-        stage_export,
-    )
-    from envduels_dagster.core.training.format import load_export
-    from envduels_dagster.importing import run_import
-    from envduels_dagster.settings import envduels_home
-
-    specs = load_export(args.path)  # raises before anything is written (duplicate or too many seeds too)
-    if not specs:  # staging nothing failed later naming an internal .tmp-... path (issue 33)
-        raise ImportInputError("the export lists no environments; nothing to import")
-    groups = import_groups(specs, args.path, args.author)
-    for name, members in groups.items():  # ids that clash once namespaced are refused before anything is written
-        namespaced(members, import_partition(name))
-    for name, members in groups.items():
-        partition = import_partition(name)
-        staged = stage_export(members, envduels_home(), name)
-        run = run_import(partition, staged)
-        if not run.success:
-            raise ImportRunFailed(f"run {run.run_id} of job import_job for {partition} failed: {run.error}; see the "
-                                  f"run in the Dagster UI (envduels ui, DAGSTER_HOME={run.dagster_home})")
-        for v in run.verdicts:
-            out = {"env_id": v["env_id"], "author": partition, "valid": v["valid"], "reason": v["reason"]}
-            print(json.dumps(out) if args.json else f"{v['env_id']}: "
-                  + ("valid" if v["valid"] else f"REJECTED: {v['reason']}"))
-        summary = (f"imported {run.num_rows} environment(s), {run.valid} valid, as author {partition} in Dagster run "
-                   f"{run.run_id} (job import_job, DAGSTER_HOME={run.dagster_home})\n"
-                   f"see it in the UI (envduels ui): Runs, or asset authored_environments, partition {partition}; the "
-                   "envduels_requests sensor has every registry model with the solver role play it (by hand: "
-                   f"materialize duel_episodes, partitions {partition}|<model>)")
-        print(summary, file=sys.stderr if args.json else sys.stdout)
-    return 0
-
-
-class ImportRunFailed(RuntimeError):
-    pass
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -239,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the manifest's author when all environments share one; several authors each get "
                    "import:<dir>.<author>)")
     p.add_argument("--json", action="store_true", help="one JSON object per imported environment (its verdict)")
-    p.set_defaults(func=_cmd_import)
+    p.set_defaults(func=cmd_import)
 
     demo_help = ("the offline demo: the whole pipeline on the simulated models through Dagster (a real, paid "
                  "experiment: envduels run)")

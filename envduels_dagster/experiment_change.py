@@ -52,10 +52,11 @@ def settle(new: ExperimentSettings, sources: dict[str, str], command: str, yes: 
               f"{'; '.join(changed)}. What the new settings plan:", file=out)
     print(format_plan(plan, registry, budget_from_env()), file=out)
     kept = experiment.stored()
-    if changed and kept is not None and (kept.envs_per_author, kept.seeds) != (new.envs_per_author, new.seeds):
-        # the authoring prompt names the number of environments and the seeds (core/authoring/prompts.py), so
-        # every authoring call is new, and so is all play of what it writes: the whole plan above is paid again
-        print("Every authoring prompt names the number of environments and the seeds, so this change writes and "
+    if changed and kept is not None and kept.seeds != new.seeds:
+        # the authoring prompt names the seeds an environment must win (core/authoring/prompts.py), so every
+        # authoring call is new, and so is all play of what it writes: the whole plan above is paid again. (It no
+        # longer names the number of environments, prompt version 3: more environments pay only for the new ones.)
+        print("Every authoring prompt names the seeds its environment must win, so this change writes and "
               "plays the whole experiment again: it costs the whole plan above.", file=out)
     elif changed:
         try:

@@ -9,6 +9,9 @@ so an import needs no daemon; it lands in $DAGSTER_HOME (default $ENVDUELS_HOME/
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,3 +62,48 @@ def run_import(partition: str, export_dir: Path) -> ImportRun:
             error = rest  # "dagster._core.definitions.events.Failure: <what>" -> "<what>"
     return ImportRun(result.run_id, result.success, home, error.splitlines()[0] if error else "",
                      int(metadata.get("num_rows", 0)), int(metadata.get("valid", 0)), metadata.get("verdicts", []))
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import an EnvDuels export through Dagster: checked here first (bad input: exit 2, nothing written), then
+    staged under ENVDUELS_HOME and materialized by an ``import_job`` run as author partition ``import:<name>``.
+    An export holding several authors' environments makes one import per author (``import:<dir>.<author>``,
+    ``core/authoring/imports.import_groups``); ``--author NAME`` imports everything as one."""
+    from envduels_dagster.core.authoring.imports import (
+        ImportInputError,
+        import_groups,
+        import_partition,
+        namespaced,
+        stage_export,
+    )
+    from envduels_dagster.core.training.format import load_export
+    from envduels_dagster.settings import envduels_home
+
+    specs = load_export(args.path)  # raises before anything is written (duplicate or too many seeds too)
+    if not specs:  # staging nothing failed later naming an internal .tmp-... path (issue 33)
+        raise ImportInputError("the export lists no environments; nothing to import")
+    groups = import_groups(specs, args.path, args.author)
+    for name, members in groups.items():  # ids that clash once namespaced are refused before anything is written
+        namespaced(members, import_partition(name))
+    for name, members in groups.items():
+        partition = import_partition(name)
+        staged = stage_export(members, envduels_home(), name)
+        run = run_import(partition, staged)
+        if not run.success:
+            raise ImportRunFailed(f"run {run.run_id} of job import_job for {partition} failed: {run.error}; see the "
+                                  f"run in the Dagster UI (envduels ui, DAGSTER_HOME={run.dagster_home})")
+        for v in run.verdicts:
+            out = {"env_id": v["env_id"], "author": partition, "valid": v["valid"], "reason": v["reason"]}
+            print(json.dumps(out) if args.json else f"{v['env_id']}: "
+                  + ("valid" if v["valid"] else f"REJECTED: {v['reason']}"))
+        summary = (f"imported {run.num_rows} environment(s), {run.valid} valid, as author {partition} in Dagster run "
+                   f"{run.run_id} (job import_job, DAGSTER_HOME={run.dagster_home})\n"
+                   f"see it in the UI (envduels ui): Runs, or asset authored_environments, partition {partition}; the "
+                   "envduels_requests sensor has every registry model with the solver role play it (by hand: "
+                   f"materialize duel_episodes, partitions {partition}|<model>)")
+        print(summary, file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+class ImportRunFailed(RuntimeError):
+    pass

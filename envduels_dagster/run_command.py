@@ -191,7 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if getattr(args, "until_decided", False):
         from envduels_dagster.until_decided import format_outcome, run_until_decided
 
-        outcome = _quiet(args, lambda: run_until_decided(new, plan, args.wave, args.max_envs,
+        outcome = _quiet(args, lambda: run_until_decided(new, plan, args.wave, args.max_envs, run_experiment,
                                                          log=lambda m: print(m, flush=True)))
         summary = outcome.summaries[-1]
         print(format_outcome(outcome))

@@ -57,10 +57,12 @@ def read_warehouse():
     return envs, episodes
 
 
-def run_until_decided(settings, plan, wave: int, max_envs: int, log=print) -> Outcome:
-    """Run ``settings``, then add ``wave`` environments per author per run until decided (see the module doc)."""
+def run_until_decided(settings, plan, wave: int, max_envs: int, run_experiment, log=print) -> Outcome:
+    """Run ``settings``, then add ``wave`` environments per author per run until decided (see the module doc).
+
+    ``run_experiment``: what runs one wave (``run_command.run_experiment``; passed in, so this module does not
+    import the command that imports it)."""
     from envduels_dagster.core.models.registry import load_registry
-    from envduels_dagster.run_command import run_experiment
 
     learners = list(load_registry(settings.registry).solvers)
     outcome = Outcome(MAX_SIZE, settings.envs_per_author, 0)

@@ -32,8 +32,8 @@ def test_a_provider_returning_the_same_reply_for_every_slot_yields_one_environme
                                    "'environments' ORDER BY ordinal_position DESC LIMIT 1").fetchone()[0]
     assert last_column == "prompt_version"
     first = rows[0][0]
-    assert rows[0][1:] == (True, None, "author-v2")
-    assert [r[1:] for r in rows[1:]] == [(False, f"duplicate of {first} (AST similarity 1.00)", "author-v2")] * 3
+    assert rows[0][1:] == (True, None, "author-v3")
+    assert [r[1:] for r in rows[1:]] == [(False, f"duplicate of {first} (AST similarity 1.00)", "author-v3")] * 3
 
 
 def test_bad_settings_given_to_the_asset_fail_before_any_call_and_write_nothing(tmp_path):

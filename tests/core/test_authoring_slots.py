@@ -50,7 +50,7 @@ def test_each_slot_gets_its_own_brief_later_waves_see_the_earlier_designs_and_a_
     with provider(lambda user: by_family[brief_of(user)]) as (base, bodies):
         gateway = Gateway(load_registry(http_registry(tmp_path, base)))
         specs = asyncio.run(run_and_close(gateway, author_environments(gateway, "real", 4, SEEDS, plan=plan)))
-    users = {int(re.search(r"Environment slot: (\d+) of 4", b["messages"][-1]["content"]).group(1)):
+    users = {int(re.search(r"Environment slot: (\d+)\n", b["messages"][-1]["content"]).group(1)):
              b["messages"][-1]["content"] for b in bodies}
     assert sorted(users) == [0, 1, 2, 3] and len(set(users.values())) == 4
     assert [brief_of(users[k]) for k in range(4)] == [*families, families[0]]
@@ -66,7 +66,7 @@ def test_each_slot_gets_its_own_brief_later_waves_see_the_earlier_designs_and_a_
                                                         ("EleusisEnv", True), ("CounterfeitCoinEnv", False)]
     assert specs[3].reject_reason == f"duplicate of {specs[0].env_id} (AST similarity 1.00)"
     assert specs[3].winnability == "unproven"  # rejected before the sandbox spent time on it
-    assert {s.prompt_version for s in specs} == {"author-v2"}
+    assert {s.prompt_version for s in specs} == {"author-v3"}
     assert [s.author_calls for s in specs] == [1, 1, 1, 1]  # the duplicate's call is paid for and counted
 
 

@@ -225,8 +225,8 @@ def test_run_experiment_reports_each_stage_against_the_plan_and_a_larger_wave_pa
                                                                                                     tmp_path):
     """The function under ``envduels run`` (and ``run --until-decided``'s waves): it stores the settings, runs every
     stage, and returns what each stage used and paid; run again, it pays nothing (the call cache). A wave with more
-    environments per author stores the new size and, today, pays for all of it: the authoring prompt names the
-    number of environments (core/authoring/prompts.py ``author_messages``), so no earlier call is reused."""
+    environments per author stores the new size and pays only for what is new: a slot's authoring prompt does not
+    name the number of environments (prompt version 3), so the first wave's calls come from the call cache."""
     import duckdb
 
     from envduels_dagster.experiment import requested, with_envs
@@ -262,8 +262,8 @@ def test_run_experiment_reports_each_stage_against_the_plan_and_a_larger_wave_pa
     # the same settings again: every call comes from the call cache, nothing is paid
     again = run_experiment(first, log=lines.append, learners=False)
     assert again.calls == one.calls and again.stages[-1].paid_calls == 0 and again.paid_usd == 0
-    # a larger wave stores its size; its authoring prompts name the new count, so it is written and paid anew
+    # a larger wave stores its size and pays only for its new slots and their play (the rest: the call cache)
     two = run_experiment(with_envs(first, 2), log=lines.append, learners=False)
     assert read(home).envs_per_author == 2 and two.calls > one.calls
-    assert two.stages[-1].paid_calls > two.calls - one.calls  # more than what is new: the first wave's calls again
+    assert two.stages[-1].paid_calls == two.calls - one.calls
     build_definitions.cache_clear()

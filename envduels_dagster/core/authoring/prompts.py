@@ -55,7 +55,10 @@ Environment slot: {slot} of {count}
 
 # Version 2 answers, in a line or two each, what real authors asked about version 1 and what a real
 # player of their games ran into (docs/DECISIONS.md "Authoring prompt version 2").
-PROMPT_VERSION = "author-v2"
+# Version 3 (issue 42) is version 2 without the batch size ("slot 3 of 10" became "slot 3"): the prompt of a slot
+# no longer changes when an experiment grows, so a larger run (envduels run --until-decided's waves) takes every
+# earlier slot's call, and the play on what it wrote, from the call cache instead of paying for them again.
+PROMPT_VERSION = "author-v3"
 AUTHOR_BRIEF = """Write one interactive environment as a single Python class.
 
 Protocol (EnvDuels format v1):
@@ -89,7 +92,7 @@ Reply with the code in a ```python block followed by a ```json block (prose arou
 The hint is a JSON string: write a backslash as \\\\ (so \\\\boxed) and a double quote as \\".
 
 Domain brief: {domain}
-{earlier}Environment slot: {slot} of {count}
+{earlier}Environment slot: {slot}
 """
 DEFAULT_DOMAIN = "any domain you like"
 EARLIER_DESIGNS = ("You already wrote these environments in this batch. Do not repeat these designs: a near-copy "

@@ -150,8 +150,10 @@ def test_author_prompt_carries_protocol_brief_and_seeds():
     text = user["content"]
     for fragment in ("Cls(max_turns=N)", "reset(seed)", "\\boxed{ACTION}", "reference_actions(self, seed)",
                      "FAILS it cold but PASSES it when given your", "never the literal answer",
-                     "Domain brief: navigation puzzles", "Environment slot: 2 of 5", "seeds [3, 4]"):
+                     "Domain brief: navigation puzzles", "Environment slot: 2\n", "seeds [3, 4]"):
         assert fragment in text, fragment
+    # the batch size is not in the prompt (version 3): a slot's call is the same however many slots are asked for
+    assert author_messages(2, 9, domain="navigation puzzles", seeds=[3, 4])[1] == user
 
 
 # What each defect of a sloppy simulated author turns into (see sim/author.py DEFECTS):
