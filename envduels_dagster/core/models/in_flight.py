@@ -150,8 +150,13 @@ class SqliteSlots:
         def work(conn: sqlite3.Connection, now: float) -> set[int]:
             rows = conn.execute("SELECT ticket, host, pid, pid_start, granted, lease_until FROM in_flight "
                                 "WHERE pool = ? ORDER BY ticket", (pool,)).fetchall()
-            dead = [t for t, host, pid, start, _, lease in rows
-                    if lease < now or (host == me.host and pid != me.pid and not alive(pid, start))]
+            lost = sorted(set(mine) - {r[0] for r in rows})
+            if lost:  # waiting tickets dropped for a lapsed lease (this process stalled): back in their place
+                conn.executemany("INSERT INTO in_flight VALUES (?, ?, ?, ?, ?, 0, ?)",
+                                 [(t, pool, me.host, me.pid, me.start, now + WAIT_LEASE_S) for t in lost])
+                rows = sorted(rows + [(t, me.host, me.pid, me.start, 0, now + WAIT_LEASE_S) for t in lost])
+            dead = [t for t, host, pid, start, _, lease in rows if t not in mine
+                    and (lease < now or (host == me.host and pid != me.pid and not alive(pid, start)))]
             if dead:
                 conn.executemany("DELETE FROM in_flight WHERE ticket = ?", [(t,) for t in dead])
             live = [r for r in rows if r[0] not in set(dead)]
@@ -227,8 +232,14 @@ class PostgresSlots:
             cur.execute(f"SELECT ticket, host, pid, pid_start, granted, lease_until FROM {self.table} "
                         "WHERE pool = %s ORDER BY ticket", (pool,))
             rows = cur.fetchall()
-            dead = [t for t, host, pid, start, _, lease in rows
-                    if lease < now or (host == me.host and pid != me.pid and not alive(pid, start))]
+            lost = sorted(set(mine) - {r[0] for r in rows})
+            if lost:  # waiting tickets dropped for a lapsed lease (this process stalled): back in their place
+                for t in lost:
+                    cur.execute(f"INSERT INTO {self.table} VALUES (%s, %s, %s, %s, %s, false, %s)",
+                                (t, pool, me.host, me.pid, me.start, now + WAIT_LEASE_S))
+                rows = sorted(rows + [(t, me.host, me.pid, me.start, False, now + WAIT_LEASE_S) for t in lost])
+            dead = [t for t, host, pid, start, _, lease in rows if t not in mine
+                    and (lease < now or (host == me.host and pid != me.pid and not alive(pid, start)))]
             if dead:
                 cur.execute(f"DELETE FROM {self.table} WHERE ticket = ANY(%s)", (dead,))
             live = [r for r in rows if r[0] not in set(dead)]

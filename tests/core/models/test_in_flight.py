@@ -183,3 +183,22 @@ def test_postgres_slots_are_one_queue_for_every_connection():
         assert a.poll("acct", 1, [third], 60.0) == {third}
     finally:
         pg.stop()
+
+
+def test_a_stalled_waiters_lapsed_ticket_goes_back_in_its_place(tmp_path, monkeypatch):
+    from envduels_dagster.core.models import in_flight
+
+    a, b = SqliteSlots(tmp_path / "l.sqlite"), SqliteSlots(tmp_path / "l.sqlite")
+    held = b.enqueue("acct")
+    assert b.poll("acct", 1, [held], 60.0) == {held}
+    monkeypatch.setattr(in_flight, "WAIT_LEASE_S", 0.2)
+    mine = a.enqueue("acct")
+    time.sleep(0.4)  # a's process stalled past its waiting lease: another process's poll drops the ticket
+    newer = b.enqueue("acct")
+    assert b.poll("acct", 1, [newer], 60.0) == set()
+    assert sqlite3.connect(a.path).execute("SELECT ticket FROM in_flight ORDER BY ticket").fetchall() == [
+        (held,), (newer,)]
+    monkeypatch.setattr(in_flight, "WAIT_LEASE_S", 30.0)
+    assert a.poll("acct", 1, [mine], 60.0) == set()  # a's next poll puts it back, ahead of the newer ticket
+    b.release([held])
+    assert a.poll("acct", 1, [mine], 60.0) == {mine} and b.poll("acct", 1, [newer], 60.0) == set()
