@@ -142,6 +142,7 @@ def test_a_cancelled_wait_gives_its_ticket_back_and_the_next_call_goes(tmp_path)
     assert sqlite3.connect(store.path).execute("SELECT count(*) FROM in_flight").fetchone()[0] == 0
 
 
+@pytest.mark.slow  # the in-process model's first call imports the simulated models (~5 s under load)
 def test_which_gateways_share_the_limit(tmp_path):
     assert isinstance(slot_store_for(SqliteLimiter(tmp_path / "l.sqlite")), SqliteSlots)
     assert slot_store_for(MemoryLimiter()) is None  # no shared storage: the run's semaphore holds it
@@ -161,6 +162,7 @@ def test_an_unusable_store_fails_the_call_naming_the_file(tmp_path):
     assert (tmp_path / "cache").read_text() == "not a directory"  # nothing written over it
 
 
+@pytest.mark.slow  # starts a Postgres cluster
 def test_postgres_slots_are_one_queue_for_every_connection():
     from tests.helpers.postgres import LocalPostgres, PostgresUnavailable
 
