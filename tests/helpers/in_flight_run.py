@@ -1,5 +1,6 @@
-"""One "run process" for the in-flight tests: a gateway opened as a run opens it (the limiter beside the call
-cache), waiting for "go" on stdin, then making its calls at once; prints one JSON line of what it saw.
+"""One "run process" for the in-flight tests: the gateway a run's steps get (``GatewayResource.gateway()``: the
+call cache, the limiter and the in-flight queue beside it), waiting for "go" on stdin, then making its calls at
+once; prints one JSON line of what it saw.
 
 ``python -m tests.helpers.in_flight_run REGISTRY CACHE_SQLITE CALLS SEED0``
 """
@@ -11,16 +12,16 @@ import json
 import sys
 import time
 
-from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy, open_limiter
-from envduels_dagster.core.models.registry import load_registry
+from envduels_dagster.core.models import LLMError
+from envduels_dagster.resources.gateway import GatewayResource
 
 MESSAGES = [{"role": "system", "content": "x"},
             {"role": "user", "content": "Observation: I am thinking of an integer between 1 and 100. Guess it."}]
 
 
 async def main(registry_path: str, cache: str, calls: int, seed0: int) -> dict:
-    # no call cache (every call reaches the server); the limiter where a run's would be, beside the cache
-    gateway = Gateway(load_registry(registry_path), policy=RetryPolicy(max_attempts=1), limiter=open_limiter(cache))
+    # one attempt a call: a 429 (a call past the server's limit) fails it, so the caller sees every excess call
+    gateway = GatewayResource(registry_path=registry_path, cache_path=cache, max_attempts=1).gateway()
     await gateway.chat("remote", MESSAGES, seed=10_000 + seed0)  # imports and the first connection, before "go"
     warm = sum(gateway.stats.backend_calls.values())
     print("ready", flush=True)
@@ -29,7 +30,7 @@ async def main(registry_path: str, cache: str, calls: int, seed0: int) -> dict:
 
     async def one(seed: int) -> None:
         try:
-            await gateway.chat("remote", MESSAGES, seed=seed)
+            await gateway.chat("remote", MESSAGES, seed=seed)  # distinct seeds: no call cache hit
         except LLMError as exc:
             errors.append(exc.error_class)
 
