@@ -128,7 +128,7 @@ def _cmd_serve_sim(args: argparse.Namespace) -> int:
                                              timeout_fault_s=args.timeout_fault_s, api_key=key, rpm=args.rpm,
                                              rpm_burst=args.rpm_burst,
                                              latency_sigma=args.latency_sigma, reasoning_tokens=args.reasoning_tokens,
-                                             hostile=args.hostile))
+                                             hostile=args.hostile, max_in_flight=args.max_in_flight))
     return 0
 
 
@@ -259,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reasoning-tokens", type=_int_in(0, 1_000_000, "--reasoning-tokens"), default=0,
                    help="reply as a reasoning model spending this many tokens first (finish_reason length "
                         "past max_tokens)")
+    p.add_argument("--max-in-flight", type=_int_in(1, 100_000, "--max-in-flight"), default=None,
+                   help="hold a limit of calls in flight: past it, 429 (GET /health counts them either way)")
     p.add_argument("--hostile", choices=("huge", "gzip-bomb"), default=None,
                    help="answer every completion with a 512 MB body or a gzip bomb (bounded-reply tests)")
     p.set_defaults(func=_cmd_serve_sim)

@@ -51,6 +51,7 @@ class ServerConfig:
     latency_sigma: float = 0.0  # latency ~ latency_ms x lognormal(0, sigma): a provider's long tail
     reasoning_tokens: int = 0  # reply as a reasoning model spending this many tokens reasoning first
     hostile: str | None = None  # "huge" or "gzip-bomb": every completion answers with that body
+    max_in_flight: int | None = None  # the account's calls in flight: past it, 429 (as vLLM-style providers)
 
 
 class TokenBucket:
@@ -80,7 +81,9 @@ class SimServer:
         self._latency_rng = random.Random(config.seed + 1)
         self.bucket = TokenBucket(config.rpm, config.rpm_burst) if config.rpm else None
         self.stats: dict = {"requests": 0, **{f: 0 for f in FAULTS}, "over_rpm": 0, "completions": 0,
-                            "last_options": {}}
+                            "last_options": {}, "in_flight": 0, "max_in_flight": 0, "over_in_flight": 0,
+                            "in_flight_s": 0.0}
+        self._since = time.monotonic()  # in_flight_s: the integral of in_flight over time (mean = it / wall)
         self._bomb: bytes | None = None
 
     def app(self) -> web.Application:
@@ -104,7 +107,28 @@ class SimServer:
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "envduels-sim"} for name in self.models]
         return web.json_response({"object": "list", "data": data})
 
+    def _count(self, change: int) -> None:
+        now = time.monotonic()
+        self.stats["in_flight_s"] += self.stats["in_flight"] * (now - self._since)
+        self._since = now
+        self.stats["in_flight"] += change
+        self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self.stats["in_flight"])
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        """Counts the chat requests in flight (GET /health: now, the most at once, their time integral)."""
+        self._count(+1)
+        try:
+            limit = self.config.max_in_flight
+            if limit and self.stats["in_flight"] > limit:
+                self.stats["over_in_flight"] += 1
+                return web.json_response({"error": {"message": f"Too many requests in flight (limit {limit})",
+                                                    "type": "rate_limit_error"}}, status=429,
+                                         headers={"Retry-After": "0.05"})
+            return await self._chat(request)
+        finally:
+            self._count(-1)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.stats["requests"] += 1
         if not self._authorized(request):
             return _error(401, "invalid_api_key", "Incorrect API key provided.")
@@ -281,6 +305,7 @@ def serve(host: str, port: int, config: ServerConfig) -> None:
             loop.add_signal_handler(sig, stop.set)
         extras = "".join([f", {config.rpm:g} requests per minute" if config.rpm else "",
                           f", reasoning {config.reasoning_tokens} tokens" if config.reasoning_tokens else "",
+                          f", {config.max_in_flight} in flight" if config.max_in_flight else "",
                           f", hostile {config.hostile}" if config.hostile else ""])
         print(f"envduels serve-sim listening on http://{host}:{bound}/v1 "
               f"(latency {config.latency_ms:g} ms, fault rate {config.fault_rate:g}{extras})", flush=True)

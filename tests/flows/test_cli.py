@@ -315,6 +315,7 @@ def test_version_prints_the_installed_version(cli_env):
     (["demo", "--seeds", "zero"], "envduels demo: argument --seeds: --seeds must be an integer, got 'zero'"),
     (["serve-sim", "--fault-rate", "nan"], "argument --fault-rate: --fault-rate nan is outside 0.0..1.0"),
     (["serve-sim", "--port", "70000"], "argument --port: port 70000 is outside 0..65535"),
+    (["serve-sim", "--max-in-flight", "0"], "argument --max-in-flight: --max-in-flight 0 is outside 1..100000"),
     (["nonsense"], "envduels: argument command: invalid choice: 'nonsense'"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(cli_env, args, message):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from envduels_dagster.core.models.call_cache import CallCache, request_key
 from envduels_dagster.core.models.errors import classify_exception, safe_message
+from envduels_dagster.core.models.in_flight import LEASE_MARGIN_S, InFlight, slot_store_for
 from envduels_dagster.core.models.limits import MemoryLimiter, ProviderLimiter
 from envduels_dagster.core.models.providers import UnknownProviderError, backend_class, backend_name
 from envduels_dagster.core.models.registry import ModelEntry, Registry
@@ -67,6 +68,10 @@ class Gateway:
         # Requests/tokens per minute and 429 holds, per pool, shared with every gateway opening the same
         # storage (limits.py); memory when none is given (one gateway's calls only).
         self.limiter: ProviderLimiter = limiter if limiter is not None else MemoryLimiter()
+        # A registry's max_in_flight, held in the same storage across every run and process (in_flight.py);
+        # None without shared storage: then the pool's semaphore below holds it for this gateway's calls.
+        store = slot_store_for(self.limiter)
+        self.in_flight: InFlight | None = InFlight(store) if store is not None else None
         self.stats = GatewayStats()
         self._pools: dict[str, asyncio.Semaphore] = {}
         self._held: set[str] = set()  # pools a 429 held: consulted from then on even without rpm/tpm
@@ -192,6 +197,8 @@ class Gateway:
         """Close pooled HTTP connections and write pending cache rows; call before the event loop ends."""
         if self.cache is not None:
             self.cache.flush()
+        if self.in_flight is not None:
+            await self.in_flight.aclose()
         backends, self._backends = list(self._backends.values()), {}
         for backend in backends:
             await backend.aclose()
@@ -203,14 +210,27 @@ class Gateway:
         estimate = prompt_token_estimate(call.messages)
         errors: list[str] = []
         budget = policy.deadline_factor * call.timeout_s  # time waiting on the provider, all attempts together
+        # the account's max_in_flight across runs and processes: a slot per attempt (not held over a backoff)
+        shared = self.in_flight if entry.max_in_flight and not traits.imitates_latency else None
         for attempt in range(1, max_attempts + 1):
-            reserved = await self._admit(entry, estimate)
-            if traits.imitates_latency and self.sim_latency_s:
-                await asyncio.sleep(self.sim_latency_s)
-            t0 = time.perf_counter()
             this = call if budget >= call.timeout_s else dataclasses.replace(call, timeout_s=budget)
+            ticket = await shared.acquire(entry.provider, entry.max_in_flight or 1,
+                                          this.timeout_s + LEASE_MARGIN_S) if shared is not None else None
             try:
-                done = await backend.complete(entry, this)
+                reserved = await self._admit(entry, estimate)  # then the rate schedule, holding the slot
+                if traits.imitates_latency and self.sim_latency_s:
+                    await asyncio.sleep(self.sim_latency_s)
+            except BaseException:
+                if shared is not None and ticket is not None:
+                    shared.release(entry.provider, ticket)
+                raise
+            t0 = time.perf_counter()
+            try:
+                try:
+                    done = await backend.complete(entry, this)
+                finally:
+                    if shared is not None and ticket is not None:
+                        shared.release(entry.provider, ticket)
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not traits.retries and not isinstance(exc, BackendError):
                     raise  # an in-process model's bug is a bug, not a provider failure
