@@ -95,7 +95,8 @@ def test_cache_keys_and_prompt_text_are_unchanged():
 
     The authoring key changed twice on purpose since: the brief quotes the sandbox's
     ALLOWED_MODULES_SENTENCE (issue 21; effect on the demo in docs/DECISIONS.md), and prompt version 2
-    (issue 31), whose version-1 messages, still what the simulated authors seed from, keep the old key.
+    (issue 31), whose version-1 messages, still what the simulated authors seed from, keep the old key; and
+    prompt version 3 (issue 42: the slot line no longer names the batch size).
     The digest's did not change."""
     def key(msgs, seed):
         return request_key({"model": "envduels-sim/expert", "api_base": None, "version": "1", "temperature": 0.0,
@@ -104,7 +105,7 @@ def test_cache_keys_and_prompt_text_are_unchanged():
     prompt = author_messages(2, 6)
     assert key(author_messages_v1(prompt.request), 2) == (
         "ae4f8380dd24b6076e1e577ff745f0a22760f70f33f1a96da84da9d79652576a")
-    assert key(prompt, 2) == key(list(prompt), 2) == "92a0e9b598ee23911bf7f12c6ee90da6f6aa4801256f82283049c94e4e62c02e"
+    assert key(prompt, 2) == key(list(prompt), 2) == "00d649ba3db82c9e4e39dfee20a146645506c664ab9eb08cb2e58912baa2fb5e"
     parent = EnvironmentSpec(env_id="expert.r0.1.abcd", author="expert", class_name="C", max_turns=5,
                              source="class C: pass\n", hint="h", valid=True,
                              author_meta={"family": "maze", "difficulty": 0.7})
