@@ -427,3 +427,17 @@ def test_the_resource_default_is_the_measured_minimum():
     from envduels_dagster.resources.value_settings import AuthorValueSettings
 
     assert AuthorValueSettings().min_envs == MIN_ENVS
+
+
+def test_the_answer_for_the_ui_puts_each_clause_on_its_own_line_with_the_words_unchanged():
+    """Issue 43: the Dagster UI showed the answer as one line cut at 1600 px; as Markdown with a hard break after
+    each top-level '; ' it wraps, and no '; ' inside parentheses or brackets is broken."""
+    from envduels_dagster.core.value.chart import answer_markdown
+
+    line = ("for L (ranked per dollar): pay a: p_best 0.97, runner-up b (p_best 0.03; n=4); $0.2 [0.1, 0.4; x] per "
+            "learnable environment; b 0.1, 0.2, 3 (rank 2 [1-2], n=4)")
+    md = answer_markdown(line)
+    assert md.split("  \n") == ["for L (ranked per dollar): pay a: p_best 0.97, runner-up b (p_best 0.03; n=4);",
+                                "$0.2 [0.1, 0.4; x] per learnable environment;", "b 0.1, 0.2, 3 (rank 2 [1-2], n=4)"]
+    assert md.replace("  \n", " ") == line
+    assert answer_markdown("for L: insufficient data") == "for L: insufficient data"

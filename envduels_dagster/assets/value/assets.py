@@ -76,7 +76,7 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
                  warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.storage.warehouse import read_table, replace_rows
     from envduels_dagster.core.value.author_value import author_value as compute_author_value
-    from envduels_dagster.core.value.chart import svg_data_uri, value_sentence, value_svg
+    from envduels_dagster.core.value.chart import answer_markdown, svg_data_uri, value_sentence, value_svg
 
     learner = context.partition_key
     with warehouse.get_connection() as conn:
@@ -100,7 +100,7 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
     context.log.info(answer)
     versioned = table_version(warehouse, "author_value", "author_value_mix", where={"learner": learner})
     return dg.MaterializeResult(data_version=versioned, metadata=rounded_metadata({  # the answer first, details after
-        "answer": dg.MetadataValue.md(answer),
+        "answer": dg.MetadataValue.md(answer_markdown(answer)),
         "chart": chart_table(table),  # drawn in place by the UI
         "chart_image": dg.MetadataValue.md(f"![author value for {learner}]({svg_data_uri(svg)})"),
         "author_value": author_value_table(table),

@@ -292,3 +292,19 @@ def value_sentence(table: pd.DataFrame, mix: pd.DataFrame, learner: str, min_env
     if skipped:
         line += ". Not ranked: " + "; ".join(skipped)
     return line
+
+
+def answer_markdown(line: str) -> str:
+    """The answer line for a page that does not wrap one long line (the Dagster UI cut it at 1600 px, issue 43):
+    one clause per line (a Markdown hard break at each top-level "; "), the words unchanged."""
+    clauses, depth, start = [], 0, 0
+    for i, ch in enumerate(line):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if depth == 0 and line.startswith("; ", i):
+            clauses.append(line[start:i + 1])
+            start = i + 2
+    clauses.append(line[start:])
+    return "  \n".join(clauses)
