@@ -314,7 +314,10 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     pop_cols, pop = population_columns(panel.lift, panel.authors, panel.solvers, duel_models(duels), models, bt_prior,
                                        alpha)
     late_bt.update(pop_cols)
-    bt_cols["bt_rank"] = rank_desc(bt_cols["bt_strength"])
+    # Strengths equal up to the fit's own noise tie (average rank): the optimizer's last bits differ between numpy
+    # and scipy releases, and ranked raw they flipped the order of two exactly symmetric models (measured: numpy
+    # 2.4.6 and scipy 1.17.1 swapped ranks 2 and 3 of the demo fixture; strengths differed by 1e-15).
+    bt_cols["bt_rank"] = rank_desc(np.round(np.asarray(bt_cols["bt_strength"], dtype=float), 9))
     for name, values in {**bt_cols, **_duel_record(duels, models)}.items():
         df[name] = values
     if skill_rank:

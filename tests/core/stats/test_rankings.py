@@ -289,8 +289,12 @@ def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistic
                 if f"{f}_{b}" in before.columns]
     assert table[withheld].isna().all().all() and before[withheld].notna().any().any()
     assert table["solver_score_interval_reason"].str.startswith("insufficient data: an author has 5").all()
-    kept = [c for c in before.columns if c not in bt_interval and c not in withheld]
+    kept = [c for c in before.columns if c not in bt_interval and c not in withheld and c != "bt_rank"]
     pd.testing.assert_frame_equal(table[kept], before[kept], check_dtype=False, rtol=1e-12, atol=1e-12)
+    # bt_rank: models whose strengths are equal up to the fit's noise (two symmetric pairs here) now share their
+    # average rank; the old ranks ordered them by the optimizer's last bits, which differ between numpy releases
+    assert table["bt_rank"].tolist() == [2.5, 4.5, 4.5, 2.5, 1.0]
+    assert before["bt_rank"].tolist() == [2.0, 5.0, 4.0, 3.0, 1.0]
     assert list(summary.columns[:len(before_summary.columns)]) == list(before_summary.columns)
     pd.testing.assert_frame_equal(summary[before_summary.columns], before_summary, check_dtype=False,
                                   rtol=1e-12, atol=1e-12)
