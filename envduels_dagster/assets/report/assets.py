@@ -37,14 +37,14 @@ def report_dir():
 
 
 def answers_table(ans) -> dg.TableMetadataValue:
-    from envduels_dagster.core.report.experiment import _num
+    from envduels_dagster.core.stats.rounding import as_float
 
     records = []
     for a in ans.to_dict("records"):
         row = {}
         for name, kind, _ in ANSWER_COLUMNS:
             v = a.get(name)
-            v = _num(v) if kind in ("float", "int") else v
+            v = as_float(v) if kind in ("float", "int") else v
             row[name] = (None if v is None else int(v) if kind == "int" else round(v, 3)) if kind != "string" else v
         records.append(dg.TableRecord(row))
     schema = dg.TableSchema(columns=[dg.TableColumn(n, k, description=d) for n, k, d in ANSWER_COLUMNS])

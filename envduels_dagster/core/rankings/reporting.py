@@ -27,7 +27,10 @@ def fmt(x: float | None, digits: int = 2) -> str:
 
 
 def finite_or_none(x) -> float | None:
-    return None if x is None or math.isnan(x) else float(x)
+    """``x`` as a finite float, or None: the one helper, ``core.stats.rounding.as_float`` (issue 47)."""
+    from envduels_dagster.core.stats.rounding import as_float
+
+    return as_float(x)
 
 
 def lift_grid(pair, tests=None) -> str:

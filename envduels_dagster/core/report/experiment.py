@@ -12,7 +12,6 @@ links to the pairs' episodes (``core/play/transcripts.py``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from html import escape
 
@@ -20,6 +19,7 @@ import pandas as pd
 
 from envduels_dagster.core.report.figures import lift_heatmap_svg, rank_scatter_svg
 from envduels_dagster.core.report.spend import read_costs, spend_html, spend_table
+from envduels_dagster.core.stats.rounding import as_float
 from envduels_dagster.core.value.author_value import RANKED, UNPRICED
 from envduels_dagster.core.value.chart import value_svg
 
@@ -69,17 +69,10 @@ def read_inputs(conn, round_: int = 0) -> ReportInputs:
     )
 
 
-def _num(x) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
 
 def fmt(x, digits: int = 2) -> str:
     """A figure for display: 3 significant digits from 10 up, else ``digits`` decimals; "n/a" when missing."""
-    v = _num(x)
+    v = as_float(x)
     if v is None:
         return "n/a"
     return f"{v:.{digits}f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 100 else f"{v:.0f}"
@@ -96,11 +89,11 @@ def estimate(x, lo, hi) -> str:
 
 
 def interval(lo, hi) -> str:
-    return "" if _num(lo) is None or _num(hi) is None else f"[{fmt(lo)}, {fmt(hi)}]"
+    return "" if as_float(lo) is None or as_float(hi) is None else f"[{fmt(lo)}, {fmt(hi)}]"
 
 
 def rank_interval(lo, hi) -> str:
-    return "" if _num(lo) is None or _num(hi) is None else f"[{float(lo):g}-{float(hi):g}]"
+    return "" if as_float(lo) is None or as_float(hi) is None else f"[{float(lo):g}-{float(hi):g}]"
 
 
 def answers(author_value: pd.DataFrame) -> pd.DataFrame:
@@ -162,10 +155,10 @@ def _leaderboard(inp: ReportInputs) -> str:
         return "<section id=\"leaderboard\"><h2>Leaderboard</h2><p>rankings has not been materialized.</p></section>"
     rows = [[f"<b>{escape(str(m.model))}</b>", f"{fmt(m.solver_rank, 0)} {rank_interval(m.solver_rank_lower, m.solver_rank_upper)}",
              f"{estimate(m.solver_score, m.solver_score_ci_lower, m.solver_score_ci_upper)}",
-             str(int(m.solver_n_envs)) if _num(m.solver_n_envs) is not None else "",
+             str(int(m.solver_n_envs)) if as_float(m.solver_n_envs) is not None else "",
              f"{fmt(m.author_rank, 0)} {rank_interval(m.author_rank_lower, m.author_rank_upper)}",
              f"{estimate(m.author_score, m.author_score_ci_lower, m.author_score_ci_upper)}",
-             str(int(m.author_n_envs)) if _num(m.author_n_envs) is not None else "",
+             str(int(m.author_n_envs)) if as_float(m.author_n_envs) is not None else "",
              _duels(m)]
             for m in r.itertuples(index=False)]
     cols = ["model", "solver rank [95%]", "solver score (cold success) [95% t]", "solved envs (n)",
@@ -178,9 +171,9 @@ def _leaderboard(inp: ReportInputs) -> str:
 def _duels(m) -> str:
     """W-T-L, or why there is none: a duel needs both models to author and solve (issue 43: 0-0-0 read as a
     record of draws in a roles experiment)."""
-    counts = [int(_num(x) or 0) for x in (m.duel_wins, m.duel_ties, m.duel_losses)]
+    counts = [int(as_float(x) or 0) for x in (m.duel_wins, m.duel_ties, m.duel_losses)]
     if sum(counts) == 0:
-        return "no duels (needs both roles)" if _num(m.solver_rank) is None or _num(m.author_rank) is None \
+        return "no duels (needs both roles)" if as_float(m.solver_rank) is None or as_float(m.author_rank) is None \
             else "none"
     return "-".join(map(str, counts))
 
@@ -195,7 +188,7 @@ def _value_section(inp: ReportInputs) -> str:
         parts.append(f'<div class="learner" data-learner="{escape(learner)}"><h3>learner {escape(learner)}</h3>'
                      f'<div class="chart">{value_svg(grp.reset_index(drop=True), learner)}</div>')
         rows = [[_pair_link(inp, str(r.author), learner), f"{fmt(r.rank, 0)} {rank_interval(r.rank_lower, r.rank_upper)}"
-                 if _num(r.rank) is not None else escape(str(r.status)),
+                 if as_float(r.rank) is not None else escape(str(r.status)),
                  f"{estimate(r.per_env, r.per_env_lower, r.per_env_upper)}",
                  f"{estimate(r.per_usd, r.per_usd_lower, r.per_usd_upper)}" if r.priced else "no price",
                  f"{estimate(r.per_kcall, r.per_kcall_lower, r.per_kcall_upper)}", fmt(r.validity_rate),

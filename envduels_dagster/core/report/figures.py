@@ -10,22 +10,15 @@ count cells and points, and a ``<title>`` a reader sees on hover.
 
 from __future__ import annotations
 
-import math
 from html import escape
 
 import pandas as pd
 
-
-def _num(x) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
+from envduels_dagster.core.stats.rounding import as_float
 
 
 def _signed(x) -> str:
-    v = _num(x)
+    v = as_float(x)
     return "n/a" if v is None else f"{v:+.2f}"
 
 
@@ -74,10 +67,10 @@ def lift_heatmap_svg(pair: pd.DataFrame, links: dict[str, str] | None = None) ->
             if r is None:
                 continue
             x = left + j * cell_w
-            lift, lo, hi = _num(r.lift), _num(r.lift_ci_lower), _num(r.lift_ci_upper)
+            lift, lo, hi = as_float(r.lift), as_float(r.lift_ci_lower), as_float(r.lift_ci_upper)
             is_self = bool(r.is_self_pair)
             interval = f"[{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else "[no interval]"
-            n = int(r.n_envs) if _num(r.n_envs) is not None else 0
+            n = int(r.n_envs) if as_float(r.n_envs) is not None else 0
             title = (f"{a} -> {s}: lift {_signed(lift)} {interval}, n={n} environments"
                      + (" (self pair: not a peer result)" if is_self else ""))
             dash = ' stroke-dasharray="4 3" stroke="#333" stroke-width="1.5"' if is_self else ' stroke="white"'
@@ -105,7 +98,7 @@ def rank_scatter_svg(rankings: pd.DataFrame) -> str:
     """Solver rank (x) against author rank (y), one point per model with both ranks, 95% rank intervals as
     whiskers; the diagonal is "as good an author as a solver". ``rankings``: the ``rankings`` table."""
     rows = rankings.dropna(subset=["solver_rank", "author_rank"]).sort_values("model").reset_index(drop=True)
-    n = max(int(max([_num(v) or 1 for v in [*rows.get("solver_rank_upper", []), *rows.get("author_rank_upper", []),
+    n = max(int(max([as_float(v) or 1 for v in [*rows.get("solver_rank_upper", []), *rows.get("author_rank_upper", []),
                                               *rows["solver_rank"], *rows["author_rank"]]] or [1])), 1)
     size, left, top = 380, 70, 40
     width, height = left + size + 150, top + size + 70
@@ -129,8 +122,8 @@ def rank_scatter_svg(rankings: pd.DataFrame) -> str:
     seen: dict[tuple[float, float], int] = {}
     for r in rows.itertuples(index=False):
         sx, ay = left + pos(float(r.solver_rank)), top + pos(float(r.author_rank))
-        s_lo, s_hi = _num(getattr(r, "solver_rank_lower", None)), _num(getattr(r, "solver_rank_upper", None))
-        a_lo, a_hi = _num(getattr(r, "author_rank_lower", None)), _num(getattr(r, "author_rank_upper", None))
+        s_lo, s_hi = as_float(getattr(r, "solver_rank_lower", None)), as_float(getattr(r, "solver_rank_upper", None))
+        a_lo, a_hi = as_float(getattr(r, "author_rank_lower", None)), as_float(getattr(r, "author_rank_upper", None))
         if s_lo is not None and s_hi is not None:
             out.append(f'<line x1="{left + pos(s_lo):.1f}" y1="{ay:.1f}" x2="{left + pos(s_hi):.1f}" y2="{ay:.1f}" '
                        'stroke="#3572b0" stroke-width="2"/>')

@@ -9,12 +9,13 @@ union of authors (``environments``), solvers (``episodes``) and the pilot's own 
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from html import escape
 from pathlib import Path
 
 import pandas as pd
+
+from envduels_dagster.core.stats.rounding import as_float
 
 COST_SQL = """
 WITH a AS (SELECT author AS model, sum(author_calls) AS calls, sum(author_cost_usd) AS cost FROM environments
@@ -57,16 +58,9 @@ def read_ledger(path: Path) -> dict[str, dict[str, float]] | None:
     return {m: {"calls": int(n), "usd": float(u or 0.0)} for m, n, u in rows}
 
 
-def _n(x) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
 
 def usd(x) -> str:
-    v = _n(x)
+    v = as_float(x)
     return "no price" if v is None else f"${v:.4f}" if abs(v) < 1 else f"${v:,.2f}"
 
 
@@ -80,7 +74,7 @@ def spend_table(costs: pd.DataFrame, pilot: pd.DataFrame) -> pd.DataFrame:
         p = pil.loc[model] if model in pil.index else None
 
         def get(src, col):
-            return None if src is None else _n(src[col])
+            return None if src is None else as_float(src[col])
 
         dollars = [get(r, "authoring_cost_usd"), get(r, "play_cost_usd"), get(p, "authoring_cost_usd"),
                    get(p, "play_cost_usd")]
@@ -111,14 +105,14 @@ def spend_html(table: pd.DataFrame, ledger: dict[str, dict[str, float]] | None) 
         if ledger is not None:
             paid = ledger.get(r.model, {}).get("usd", 0.0)
             paid_cell = f'<td class="paid" data-usd="{paid:.6f}">{usd(paid)}</td>'
-            if paid - (_n(r.total_usd) or 0.0) > 5e-7:
-                beyond.append(f"{escape(r.model)} {usd(paid - (_n(r.total_usd) or 0.0))}")
+            if paid - (as_float(r.total_usd) or 0.0) > 5e-7:
+                beyond.append(f"{escape(r.model)} {usd(paid - (as_float(r.total_usd) or 0.0))}")
         body.append(f'<tr data-model="{escape(r.model)}"><td>{escape(r.model)}</td><td>{r.authoring_calls}</td>'
                     f"<td>{usd(r.authoring_usd)}</td><td>{r.play_calls}</td><td>{usd(r.play_usd)}</td>"
                     f"<td>{r.cache_hits}</td><td>{r.pilot_calls}</td><td>{usd(r.pilot_usd) if r.pilot_calls else '—'}"
-                    f'</td><td class="total" data-usd="{_n(r.total_usd) or 0:.6f}">{usd(r.total_usd)}</td>'
+                    f'</td><td class="total" data-usd="{as_float(r.total_usd) or 0:.6f}">{usd(r.total_usd)}</td>'
                     f"{paid_cell}</tr>")
-    total = float(sum(_n(v) or 0.0 for v in table["total_usd"]))
+    total = float(sum(as_float(v) or 0.0 for v in table["total_usd"]))
     sums = [int(table[c].sum()) for c in ("authoring_calls", "play_calls", "cache_hits", "pilot_calls")]
     paid_total = sum(v["usd"] for v in ledger.values()) if ledger is not None else None
     body.append(f'<tr class="sum"><td><b>all models</b></td><td>{sums[0]}</td><td></td><td>{sums[1]}</td><td></td>'
