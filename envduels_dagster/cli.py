@@ -198,8 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo_help = ("the offline demo: the whole pipeline on the simulated models through Dagster (a real, paid "
                  "experiment: envduels run)")
     p = add("demo", help=demo_help,
-            description="Run the whole pipeline through Dagster on the registry's models (by default the five "
-                        "simulated ones: offline, free) into ENVDUELS_HOME: authoring, play, marts, author value, "
+            description="Run the offline demo: the whole pipeline through Dagster on the registry's models (by "
+                        "default the five simulated ones: offline, free) into ENVDUELS_HOME: authoring, play, marts, author value, "
                         "training sets and the experiment report (envduels report says where). Its sizes are stored "
                         "with the experiment ($ENVDUELS_HOME/experiment.json) for the UI, plan and later runs; for a "
                         "real, paid experiment use envduels run.",

@@ -99,6 +99,8 @@ def test_display_table_rounds_each_estimate_to_what_its_interval_justifies():
     table = display_table(rows, [("learner", "string"), ("lift", "float"), ("lift_upper", "float"),
                                  ("p_cold", "float"), ("n_seeds", "int")], "training_set")
     assert [r.data for r in table.records] == [
-        {"learner": "a", "lift": 0.3, "lift_upper": 0.6, "p_cold": 0.123, "n_seeds": 4},
+        # 0.33 [0.0123, 0.61]: one decimal would print the lower bound 0.0123 as 0.0, and a positive lower bound
+        # never prints as 0 (issue 42), so two decimals
+        {"learner": "a", "lift": 0.33, "lift_upper": 0.61, "p_cold": 0.123, "n_seeds": 4},
         {"learner": "b", "lift": None, "lift_upper": None, "p_cold": 1.0, "n_seeds": 2}]
     assert rows[0]["lift"] == 0.3333333
