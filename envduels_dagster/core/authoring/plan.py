@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Ten families: the default ten slots an author writes each get their own. The first four are the briefs
-# the real-model corpus was written to (/work/shared/real-model-corpus, slots 4-7).
+# the real-model corpus was written to (../shared/real-model-corpus, slots 4-7).
 DEFAULT_DOMAIN_FAMILIES: tuple[str, ...] = (
     "logic puzzles",
     "text-based resource management",

@@ -28,7 +28,7 @@ AUTHOR_SYSTEM_PROMPT = (
     "You write one Python class per environment, a privileged hint, and a reference solution."
 )
 
-# Version 1, frozen: the prompt the real-model corpus answered (/work/shared/real-model-corpus, authoring-v1)
+# Version 1, frozen: the prompt the real-model corpus answered (../shared/real-model-corpus, authoring-v1)
 # and the bytes the simulated authors' draws are still seeded from (sim/model.py), so their documented
 # results do not move when the wording below changes.
 AUTHOR_BRIEF_V1 = """Write one interactive environment as a single Python class.

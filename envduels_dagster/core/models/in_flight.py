@@ -186,19 +186,11 @@ class PostgresSlots:
         self._local = threading.local()
 
     def _conn(self):
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
-            import psycopg2
+        from envduels_dagster.core.models.limits import thread_postgres
 
-            conn = psycopg2.connect(self.dsn, connect_timeout=30)
-            with conn.cursor() as cur:
-                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.table,))  # CREATE IF NOT EXISTS races
-                cur.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (ticket BIGSERIAL PRIMARY KEY, pool TEXT NOT "
-                            "NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, pid_start TEXT NOT NULL, granted BOOLEAN "
-                            "NOT NULL, lease_until DOUBLE PRECISION NOT NULL)")
-            conn.commit()
-            self._local.conn = conn
-        return conn
+        return thread_postgres(self._local, self.dsn, self.table, "ticket BIGSERIAL PRIMARY KEY, pool TEXT NOT NULL, "
+                               "host TEXT NOT NULL, pid INTEGER NOT NULL, pid_start TEXT NOT NULL, granted BOOLEAN NOT "
+                               "NULL, lease_until DOUBLE PRECISION NOT NULL")
 
     def _tx(self, pool: str, work):
         conn = self._conn()

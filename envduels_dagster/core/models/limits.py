@@ -143,19 +143,8 @@ class PostgresLimiter(SqliteLimiter):
         self._local = threading.local()
 
     def _conn(self):  # type: ignore[override]
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
-            import psycopg2
-
-            conn = psycopg2.connect(self.dsn, connect_timeout=30)
-            with conn.cursor() as cur:
-                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.table,))  # CREATE IF NOT EXISTS races
-                cur.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (pool TEXT PRIMARY KEY, req_next DOUBLE "
-                            "PRECISION NOT NULL, tok_next DOUBLE PRECISION NOT NULL, hold_until DOUBLE PRECISION "
-                            "NOT NULL)")
-            conn.commit()
-            self._local.conn = conn
-        return conn
+        return thread_postgres(self._local, self.dsn, self.table, "pool TEXT PRIMARY KEY, req_next DOUBLE PRECISION "
+                               "NOT NULL, tok_next DOUBLE PRECISION NOT NULL, hold_until DOUBLE PRECISION NOT NULL")
 
     def _update(self, pool: str, change) -> float:
         conn = self._conn()
@@ -185,3 +174,19 @@ def open_limiter(cache_location: str | Path | None) -> ProviderLimiter:
     if is_postgres(str(cache_location)):
         return PostgresLimiter(str(cache_location))
     return SqliteLimiter(Path(cache_location).parent / SQLITE_NAME)
+
+
+def thread_postgres(local: threading.local, dsn: str, table: str, columns: str):
+    """This thread's connection to the shared profile's Postgres (kept in ``local``), ``table`` created with
+    ``columns`` on first use: the rate limits' and the in-flight queue's store (core/models/in_flight.py)."""
+    conn = getattr(local, "conn", None)
+    if conn is None or conn.closed:
+        import psycopg2
+
+        conn = psycopg2.connect(dsn, connect_timeout=30)
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))  # CREATE IF NOT EXISTS races
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+        conn.commit()
+        local.conn = conn
+    return conn
