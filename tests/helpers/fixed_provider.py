@@ -30,6 +30,15 @@ def http_registry(tmp_path: Path, base: str, name: str = "real") -> Path:
 def provider(answer: Callable[[str], str]) -> Iterator[tuple[str, list[dict]]]:
     """An OpenAI-compatible chat endpoint on a thread: ``answer(user message) -> reply``; yields (api_base,
     the request bodies it received)."""
+    with provider_of(lambda body: (answer(body["messages"][-1]["content"]),
+                                   {"prompt_tokens": 10, "completion_tokens": 20})) as served:
+        yield served
+
+
+@contextmanager
+def provider_of(respond: Callable[[dict], tuple[str, dict]]) -> Iterator[tuple[str, list[dict]]]:
+    """The endpoint behind :func:`provider`: ``respond(request body) -> (reply text, usage)``, called on the
+    server's threads after the body is recorded; yields (api_base, the request bodies it received)."""
     bodies: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -39,11 +48,11 @@ def provider(answer: Callable[[str], str]) -> Iterator[tuple[str, list[dict]]]:
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             bodies.append(body)
-            text = answer(body["messages"][-1]["content"])
+            text, usage = respond(body)
             data = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
                                "choices": [{"index": 0, "finish_reason": "stop",
                                             "message": {"role": "assistant", "content": text}}],
-                               "usage": {"prompt_tokens": 10, "completion_tokens": 20}}).encode()
+                               "usage": usage}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

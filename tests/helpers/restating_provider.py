@@ -19,13 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from envduels_dagster.core.protocol import SOLVER_SYSTEM_PROMPT
+from tests.helpers.fixed_provider import provider_of
 
 GAME = '''import random
 import re
@@ -117,44 +116,21 @@ def tokens(messages: list[dict]) -> int:
 
 @contextmanager
 def restating_provider(author_latency_s: float = 0.0) -> Iterator[tuple[str, list[dict]]]:
-    """The endpoint on a thread; yields (api_base, the request bodies it received)."""
-    bodies: list[dict] = []
+    """The endpoint on a thread (``fixed_provider.provider_of``); yields (api_base, the request bodies it received)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
+    def respond(body: dict) -> tuple[str, dict]:
+        messages = body["messages"]
+        if messages[0]["content"] == SOLVER_SYSTEM_PROMPT:  # a play call (else authoring or hardening)
+            text = play_reply(messages)
+        else:
+            t0 = time.monotonic()
+            time.sleep(author_latency_s)
+            text = authoring_reply(messages[-1]["content"])
+            body["served"] = (t0, time.monotonic())  # when the server was busy with it
+        return text, {"prompt_tokens": tokens(messages), "completion_tokens": max(1, len(text) // 4)}
 
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            bodies.append(body)
-            messages = body["messages"]
-            if messages[0]["content"] == SOLVER_SYSTEM_PROMPT:  # a play call (else authoring or hardening)
-                text = play_reply(messages)
-            else:
-                t0 = time.monotonic()
-                time.sleep(author_latency_s)
-                text = authoring_reply(messages[-1]["content"])
-                body["served"] = (t0, time.monotonic())  # when the server was busy with it
-            data = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": text}}],
-                               "usage": {"prompt_tokens": tokens(messages),
-                                         "completion_tokens": max(1, len(text) // 4)}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with provider_of(respond) as served:
+        yield served
 
 
 def registry_text(base: str, authors: tuple[str, ...] = ("a1", "a2"), learner: str = "learner") -> str:
