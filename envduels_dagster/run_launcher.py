@@ -35,21 +35,31 @@ key-value store. A run of another machine that has written that and then been si
 ``machine_silent_seconds`` (launcher config, default 120 s: twelve polls) -- counted from the run's start if
 that is later -- is failed by the daemon that checks it. A machine that never ran the daemon (a webserver
 only: issue 33) never writes it, and its runs stay "not checkable", as before.
+
+Runs of one daemon on several machines: :class:`WorkerPoolRunLauncher` starts each run on one of the code servers
+its config names (one per machine) and asks that server, over gRPC, whether it still runs it; the machine's name is
+recorded the same way (:data:`HOST_TAG`, :data:`SEEN_KEY`), so a killed machine's runs are failed after the same
+silence and ``run_retries`` finish them on another (docs/DEPLOY.md, "Two machines on one instance").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
+import threading
 import time
 
+from dagster._core.errors import DagsterUserCodeUnreachableError
 from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
 from dagster._core.launcher.default_run_launcher import DefaultRunLauncher
 from dagster._core.storage.dagster_run import DagsterRun
+from dagster._core.storage.tags import GRPC_INFO_TAG
 
 HOST_TAG, PID_TAG = "envduels/worker_host", "envduels/worker_pid"
 SEEN_KEY = "envduels/machine_seen/"  # + hostname: epoch seconds this machine's launcher last reported itself alive
 MACHINE_SILENT_S = 120.0
+GRPC_TIMEOUT_S = 10.0  # how long a pool worker may take to answer (WorkerPoolRunLauncher)
 PID_REUSE_SLACK_S = 2.0  # /proc start times are in clock ticks; the run starts after its process does
 
 
@@ -178,3 +188,161 @@ class WorkerCheckingRunLauncher(DefaultRunLauncher):
         if origin is None:
             return False
         return isinstance(origin.repository_origin.code_location_origin, ManagedGrpcPythonEnvCodeLocationOrigin)
+
+
+class WorkerPoolRunLauncher(WorkerCheckingRunLauncher):
+    """Runs start on one of several code servers, one per machine (issue 46: one request over two machines).
+
+    Dagster runs one daemon per instance; the machines that execute runs each serve the code location
+    (``dagster api grpc``). ``workers`` names them: ``[{name: machine-a, host: 10.0.0.5, port: 4000}, ...]``, the
+    name being what the run's :data:`HOST_TAG` records (the machine's hostname). Each run starts, through that
+    code server's gRPC ``StartRun`` (as :class:`DefaultRunLauncher` does for its one server), on the reachable
+    worker with the fewest runs in progress (its ``GetCurrentRuns`` plus the launches under way from here); a
+    worker that does not answer within ``grpc_timeout_seconds`` is passed over, and when none answers the launch
+    raises ``DagsterUserCodeUnreachableError`` (the run queue re-queues it when ``max_user_code_failure_retries``
+    is set, else fails it with the message). Run monitoring's health check asks the run's worker whether it still
+    executes the run: yes -> RUNNING; it answers but no longer runs it while the run is still STARTED (its process
+    ended without reporting, or the code server restarted) -> FAILED; it does not answer -> FAILED once it has not
+    answered for ``machine_silent_seconds`` (counted from the run's start if that is later), so a killed machine's
+    runs are failed and ``run_retries`` starts them again on a worker that answers. Runs not launched here (the
+    demo's and import's in-process runs) are checked as :class:`WorkerCheckingRunLauncher` does.
+    """
+
+    def __init__(self, inst_data=None, workers=(), machine_silent_seconds: float = MACHINE_SILENT_S,
+                 grpc_timeout_seconds: float = GRPC_TIMEOUT_S):
+        super().__init__(inst_data=inst_data, machine_silent_seconds=machine_silent_seconds)
+        self.workers = [PoolWorker(str(w["name"]), str(w["host"]), int(w["port"])) for w in workers]
+        if not self.workers:
+            raise ValueError("run_launcher WorkerPoolRunLauncher: config 'workers' names no code server; give at "
+                             "least one {name, host, port} (docs/DEPLOY.md, 'Two machines on one instance')")
+        names = [w.name for w in self.workers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"run_launcher WorkerPoolRunLauncher: worker names repeat in {names}: each names one "
+                             "machine (its hostname), and runs are tagged with it")
+        self.grpc_timeout_seconds = float(grpc_timeout_seconds)
+        self._lock = threading.Lock()
+        self._launching: dict[str, int] = dict.fromkeys(names, 0)
+        self._turn = 0
+
+    @classmethod
+    def config_type(cls):
+        from dagster import Array, Field, Shape
+
+        worker = Shape({"name": Field(str, description="the machine's name (hostname), recorded on its runs"),
+                        "host": Field(str), "port": Field(int)})
+        return {**super().config_type(),
+                "workers": Field(Array(worker), description="the code servers that execute runs, one per machine"),
+                "grpc_timeout_seconds": Field(float, is_required=False, default_value=GRPC_TIMEOUT_S,
+                                              description="how long a worker may take to answer before it is "
+                                                          "passed over (launch) or counted silent (health)")}
+
+    def launch_run(self, context) -> None:
+        run = context.dagster_run
+        worker = self._choose()
+        try:
+            self._instance.add_run_tags(run.run_id, {HOST_TAG: worker.name})
+            DefaultRunLauncher.launch_run_from_grpc_client(self._instance, run, worker.client())
+            self._run_ids.add(run.run_id)
+        finally:
+            with self._lock:
+                self._launching[worker.name] -= 1
+
+    def _choose(self) -> PoolWorker:
+        """The answering worker with the fewest runs (ties: taken in turn); reserves a launch slot on it."""
+        with self._lock:
+            loads, silent = {}, []
+            for worker in self.workers:
+                try:
+                    loads[worker.name] = len(worker.current_runs(self.grpc_timeout_seconds))
+                except DagsterUserCodeUnreachableError as exc:
+                    silent.append(f"{worker.name} ({worker.address}): {exc}")
+                    continue
+                self._report_seen(worker.name)
+            if not loads:
+                raise DagsterUserCodeUnreachableError(
+                    "no run worker answered, so the run was not started: " + "; ".join(silent)
+                    + " (run_launcher.config.workers in dagster.yaml; is each machine's `dagster api grpc` up?)")
+            self._turn += 1
+            order = {w.name: (i - self._turn) % len(self.workers) for i, w in enumerate(self.workers)}
+            name = min(loads, key=lambda n: (loads[n] + self._launching[n], order[n]))
+            self._launching[name] += 1
+            return next(w for w in self.workers if w.name == name)
+
+    def _report_seen(self, name: str) -> None:
+        self._instance.run_storage.set_cursor_values({SEEN_KEY + name: repr(time.time())})
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        worker = self._worker_of(run)
+        if worker is None:  # not launched by this pool: the own-machine check
+            return super().check_run_worker_health(run)
+        try:
+            current = worker.current_runs(self.grpc_timeout_seconds)
+        except DagsterUserCodeUnreachableError as exc:
+            return self._silent_worker(run, worker, exc)
+        self._report_seen(worker.name)
+        if run.run_id in current:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, f"running on worker {worker.name} ({worker.address})")
+        now = self._instance.get_run_by_id(run.run_id)
+        if now is not None and now.is_finished:  # it ended between the daemon's read and this check
+            return CheckRunHealthResult(WorkerStatus.SUCCESS if now.status.value == "SUCCESS" else WorkerStatus.RUNNING,
+                                        f"the run ended ({now.status.value}) on worker {worker.name}")
+        return CheckRunHealthResult(
+            WorkerStatus.FAILED, f"worker {worker.name} ({worker.address}) answers but no longer runs this run: its "
+            "process ended without reporting an end (killed, or the code server was restarted)")
+
+    def _silent_worker(self, run: DagsterRun, worker: PoolWorker, exc: Exception) -> CheckRunHealthResult:
+        seen = self._instance.run_storage.get_cursor_values({SEEN_KEY + worker.name}).get(SEEN_KEY + worker.name)
+        record = self._instance.get_run_record_by_id(run.run_id)
+        started = (record.start_time if record is not None else None) or 0.0
+        try:
+            last = max(float(seen) if seen else 0.0, started)
+        except ValueError:
+            last = started
+        silent_s = time.time() - last if last else float("inf")
+        if silent_s > self.machine_silent_seconds:
+            return CheckRunHealthResult(
+                WorkerStatus.FAILED, f"worker {worker.name} ({worker.address}), which ran this run, has not answered "
+                f"for {silent_s:.0f} s (more than {self.machine_silent_seconds:.0f} s): it is taken for dead with its "
+                f"runs ({exc}; run_launcher.config.machine_silent_seconds in dagster.yaml)")
+        return CheckRunHealthResult(WorkerStatus.RUNNING, f"worker {worker.name} ({worker.address}) has not answered "
+                                    f"for {silent_s:.0f} s (allowed: {self.machine_silent_seconds:.0f} s)")
+
+    def _worker_of(self, run: DagsterRun) -> PoolWorker | None:
+        """The worker this pool started ``run`` on (its address as launched, from Dagster's gRPC tag)."""
+        import json
+
+        name, info = run.tags.get(HOST_TAG), run.tags.get(GRPC_INFO_TAG)
+        if not name or not info or PID_TAG in run.tags:
+            return None
+        try:
+            where = json.loads(info)
+            return PoolWorker(name, str(where["host"]), int(where["port"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolWorker:
+    """One machine's code server, as the pool launcher reaches it."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def client(self):
+        from dagster._grpc.client import DagsterGrpcClient
+
+        return DagsterGrpcClient(host=self.host, port=self.port)
+
+    def current_runs(self, timeout_s: float) -> list[str]:
+        """The run ids whose processes this code server is executing (DagsterUserCodeUnreachableError if silent)."""
+        from dagster._grpc.__generated__ import dagster_api_pb2
+        from dagster._grpc.types import GetCurrentRunsResult
+        from dagster._serdes import deserialize_value
+
+        reply = self.client()._query("GetCurrentRuns", dagster_api_pb2.Empty, timeout=max(1, round(timeout_s)))
+        return list(deserialize_value(reply.serialized_current_runs, GetCurrentRunsResult).current_runs)
