@@ -37,6 +37,26 @@ def test_the_guide_names_only_deployment_files_that_exist():
     assert not missing, f"docs/DEPLOY.md names deploy files that do not exist: {missing}"
 
 
+def test_the_pool_launcher_blocks_load_in_place_of_the_shipped_launcher(tmp_path):
+    """deploy/pool-launcher.yaml's blocks, put in dagster-postgres.yaml's place as DEPLOY.md and cluster-check do,
+    give an instance whose launcher starts runs on the two named machines and retries a failed run."""
+    import dagster as dg
+    import yaml
+
+    config = yaml.safe_load((REPO / "deploy" / "dagster-postgres.yaml").read_text())
+    config.update(yaml.safe_load((REPO / "deploy" / "pool-launcher.yaml").read_text()))
+    del config["storage"]  # Postgres is not the point here: the instance's own SQLite files in tmp_path
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        launcher = instance.run_launcher
+        assert type(launcher).__name__ == "WorkerPoolRunLauncher"
+        assert [(w.name, w.address) for w in launcher.workers] == [("machine-a", "machine-a:4000"),
+                                                                     ("machine-b", "machine-b:4000")]
+        assert launcher.machine_silent_seconds == 120.0 and launcher.supports_check_run_worker_health
+        assert instance.run_retries_enabled and instance.run_retries_max_retries == 2
+        assert instance.run_monitoring_enabled
+
+
 def test_the_profiles_the_guide_configures_are_the_shipped_ones():
     text = DEPLOY_MD.read_text()
     seccomp = re.findall(r"seccompProfile: \{type: Localhost, localhostProfile: ([\w./-]+)\}", text)
