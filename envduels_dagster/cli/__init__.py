@@ -110,7 +110,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from envduels_dagster.cli.demo import open_ui
+    from envduels_dagster.cli.ui import open_ui
 
     return open_ui(args.host, args.port)
 

@@ -66,9 +66,10 @@ def run_experiment(settings: ExperimentSettings, plan=None, log=print, written_b
     Calls already made (an earlier run, a pilot, a smaller wave) come from the call cache."""
     import dagster as dg
 
-    from envduels_dagster.cli.demo import materialize_all, prepare_instance_home
+    from envduels_dagster.cli.demo import materialize_all
     from envduels_dagster.cli.interrupts import quiet_orphan_watchers
     from envduels_dagster.definitions import build_definitions, build_resources
+    from envduels_dagster.instance.home import prepare_instance_home
     from envduels_dagster.settings import experiment
 
     experiment.store(settings, written_by)
