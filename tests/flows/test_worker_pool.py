@@ -1,6 +1,6 @@
 """Runs spread over several machines' code servers, and a killed machine's run finishes on another (issue 46).
 
-Dagster runs one daemon per instance; ``WorkerPoolRunLauncher`` (envduels_dagster/run_launcher.py) starts each run
+Dagster runs one daemon per instance; ``WorkerPoolRunLauncher`` (envduels_dagster/instance/run_launcher.py) starts each run
 on one of several code servers (one per machine) through its gRPC ``StartRun`` and asks that server whether it still
 runs it. Here the machines are two real ``dagster api grpc`` servers on 127.0.0.1 (ports from the OS) and the real
 ``dagster-daemon`` with run monitoring and ``run_retries``; one server is SIGKILLed with its run processes in the
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envduels_dagster.run_launcher import HOST_TAG, SEEN_KEY, WorkerPoolRunLauncher
+from envduels_dagster.instance.run_launcher import HOST_TAG, SEEN_KEY, WorkerPoolRunLauncher
 from tests.helpers.daemon import BIN, REPO, free_port
 
 FIXTURE = REPO / "tests" / "fixtures" / "pool"
@@ -73,7 +73,7 @@ class CodeServer:
 def _pool_yaml(home: Path, workers: dict[str, int], silent_s: float) -> None:
     """The project's dagster.yaml with the pool launcher, fast run monitoring and one automatic retry."""
     config = yaml.safe_load((REPO / "dagster.yaml").read_text())
-    config["run_launcher"] = {"module": "envduels_dagster.run_launcher", "class": "WorkerPoolRunLauncher",
+    config["run_launcher"] = {"module": "envduels_dagster.instance.run_launcher", "class": "WorkerPoolRunLauncher",
                               "config": {"machine_silent_seconds": silent_s, "grpc_timeout_seconds": 2.0,
                                          "workers": [{"name": n, "host": "127.0.0.1", "port": p}
                                                      for n, p in workers.items()]}}
@@ -179,7 +179,7 @@ def test_the_worker_list_is_checked_when_the_instance_loads(tmp_path):
 
     def load(workers_yaml: str) -> str:
         (tmp_path / "dagster.yaml").write_text(
-            "run_launcher:\n  module: envduels_dagster.run_launcher\n  class: WorkerPoolRunLauncher\n"
+            "run_launcher:\n  module: envduels_dagster.instance.run_launcher\n  class: WorkerPoolRunLauncher\n"
             f"  config:\n    workers: {workers_yaml}\n")
         with pytest.raises(Exception) as err, dg.DagsterInstance.from_config(str(tmp_path)) as inst:
             inst.run_launcher  # noqa: B018 (loading it is the check)
@@ -188,7 +188,7 @@ def test_the_worker_list_is_checked_when_the_instance_loads(tmp_path):
     assert "names no code server" in load("[]")
     assert "worker names repeat" in load("[{name: a, host: h1, port: 1}, {name: a, host: h2, port: 2}]")
     (tmp_path / "dagster.yaml").write_text(
-        "run_launcher:\n  module: envduels_dagster.run_launcher\n  class: WorkerPoolRunLauncher\n"
+        "run_launcher:\n  module: envduels_dagster.instance.run_launcher\n  class: WorkerPoolRunLauncher\n"
         "  config:\n    machine_silent_seconds: 30\n    workers:\n      - {name: a, host: 127.0.0.1, port: 4001}\n")
     with dg.DagsterInstance.from_config(str(tmp_path)) as inst:
         assert [w.address for w in inst.run_launcher.workers] == ["127.0.0.1:4001"]
