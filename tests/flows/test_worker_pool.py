@@ -132,8 +132,14 @@ def test_one_daemons_runs_spread_over_two_machines_and_a_killed_machines_run_fin
                 return live if {r.tags.get(HOST_TAG) for r in live} == set(servers) else None
 
             first = _wait(started_on_both, 180, f"runs STARTED on both machines (daemon log {daemon_log})")
-            victim = next(r for r in first if r.tags[HOST_TAG] == "machine-b")
-            servers["machine-b"].kill()  # in the middle of its run (each run's step takes 8 s)
+            on_b = {r.run_id: r for r in first if r.tags[HOST_TAG] == "machine-b"}
+
+            def step_running_on_b():
+                notes = (tmp / "done.txt").read_text().split() if (tmp / "done.txt").exists() else []
+                return next((on_b[i] for i in on_b if i in notes), None)
+
+            victim = _wait(step_running_on_b, 60, "a step started on machine-b", poll=0.2)
+            servers["machine-b"].kill()  # in the middle of its run's step (each step takes 8 s)
             t_kill = time.monotonic()
 
             def settled():
