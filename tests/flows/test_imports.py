@@ -18,7 +18,7 @@ from envduels_dagster.core.authoring.imports import ImportInputError, import_par
 from envduels_dagster.core.protocol import MAX_SEED, EnvironmentSpec
 from envduels_dagster.core.requests.stages import plan_import, plan_new_models
 from tests.assets.test_incremental import keys_of, tick
-from tests.core.test_seeds64 import SOURCE, write_export_dir
+from tests.core.storage.test_seeds64 import SOURCE, write_export_dir
 from tests.helpers.pipeline import write_registry
 
 SEEDS = [0, 4191792089, MAX_SEED]

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from envduels_dagster.core.requests.plan_decision import decision_sizes, format_sizes, minimum_warning
-from tests.core.test_author_value import LEARNER, env_row, episode_rows
 from tests.core.test_plan import ROLES, _cli
+from tests.core.value.test_author_value import LEARNER, env_row, episode_rows
 
 TINY = ROLES.replace("""  - name: a3
     model: openai/some-open-model

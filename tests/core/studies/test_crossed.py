@@ -38,7 +38,7 @@ def test_crossed_test_finds_an_association_inside_the_crossing():
     assert crossed >= 0.5, crossed  # benchmark: 0.707 at 5 models
 
 
-# lift_learning of the negative-control pipeline (tests/core/stats/test_controls.py, 1 Dec 2026, 5 models x 5
+# lift_learning of the negative-control pipeline (tests/core/rankings/test_controls.py, 1 Dec 2026, 5 models x 5
 # environments x 4 seeds): the rows behind the within-learner p = 0.049 that docs/STATISTICS.md traced.
 _EPISODES = np.array([12, 12, 8, 8, 12, 12, 8, 8, 12, 12, 8, 8, 12, 12, 12, 8, 12, 12, 12, 8])  # held-out x seeds
 _BEFORE = np.array([10, 11, 3, 5, 10, 7, 5, 4, 3, 1, 1, 3, 1, 3, 5, 3, 0, 1, 1, 0]) / _EPISODES  # successes
