@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sqlite3
-import subprocess
-import sys
 import urllib.request
 
 import dagster as dg
@@ -19,6 +16,7 @@ from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.core.models.budget import BudgetLedger, Caps
 from tests.helpers.pipeline import pipeline_resources
+from tests.helpers.sim_server import SimServerProcess
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
@@ -36,17 +34,6 @@ def _registry(path, **budgets: str) -> None:
 
 
 SERVER: dict[str, str] = {}
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    """``envduels serve-sim`` on a free port, in its own process; its base URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline() if proc.stdout else "")
-    if match is None:
-        proc.kill()
-        raise RuntimeError("serve-sim did not start")
-    return proc, match.group(1)
 
 
 def _served() -> int:
@@ -71,8 +58,9 @@ def _episodes(tmp_path, where: str = "TRUE"):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, request):
     """expert's environments authored once; each test plays its own pair on them."""
-    proc, SERVER["base"] = start_server()
-    request.addfinalizer(lambda: (proc.terminate(), proc.wait(timeout=10)))
+    server = SimServerProcess()
+    SERVER["base"] = server.base
+    request.addfinalizer(server.stop)
     tmp_path = tmp_path_factory.mktemp("budget")
     registry = tmp_path / "models.yaml"
     _registry(registry)

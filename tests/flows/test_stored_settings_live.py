@@ -18,8 +18,8 @@ from tests.helpers.daemon import (
     BIN,
     REPO,
     DagsterDev,
-    _runs_since,
     live_env,
+    runs_since,
     wait_for_ticks,
     wait_until_settled,
     write_sim_registry,
@@ -72,7 +72,7 @@ def test_the_daemon_on_a_finished_demo_launches_nothing_and_a_new_model_runs_at_
             # the sensor's first ticks look for stale partitions (the first look is immediate) and for
             # partitions run outside a request: on a finished experiment, neither launches anything
             wait_for_ticks(instance, "envduels_requests", after=time.time(), n=3, timeout_s=240)
-            assert _runs_since(instance, started) == []
+            assert runs_since(instance, started) == []
             assert _rows(db) == before
             added = time.time()
             write_sim_registry(registry, [*FIRST, ADDED])

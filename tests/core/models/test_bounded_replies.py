@@ -14,8 +14,7 @@ import pytest
 
 from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
 from envduels_dagster.core.models.registry import load_registry
-from tests.core.models.test_provider_limits import MESSAGES
-from tests.core.models.test_providers import SimServerProcess
+from tests.helpers.sim_server import MESSAGES, SimServerProcess
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,8 @@ from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
 from envduels_dagster.core.models.gateway import _out_of_time
 from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
-from tests.core.models.test_provider_limits import MESSAGES
-from tests.core.models.test_providers import SimServerProcess
 from tests.core.models.test_reasoning_models import registry_for
+from tests.helpers.sim_server import MESSAGES, SimServerProcess
 from tests.sim.test_simulated_models import UNKNOWN
 
 TIMEOUT_S = 1.0

@@ -13,8 +13,7 @@ from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
 from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
-from tests.core.models.test_provider_limits import MESSAGES, health
-from tests.core.models.test_providers import SimServerProcess
+from tests.helpers.sim_server import MESSAGES, SimServerProcess, health
 from tests.sim.test_simulated_models import UNKNOWN
 
 PARAMS = "    params: {reasoning_effort: high, top_p: 0.9, extra_body: {thinking: {type: enabled, budget_tokens: 64}}}\n"

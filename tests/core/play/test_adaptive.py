@@ -245,7 +245,7 @@ def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp
     from envduels_dagster.core.models import Gateway, LLMError
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.play.episode import play_pair
-    from tests.core.models.test_providers import SimServerProcess
+    from tests.helpers.sim_server import SimServerProcess
 
     server = SimServerProcess("--fault-rate", "0.2", "--seed", "3", "--timeout-fault-s", "2")
     try:
