@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "envduels_dagster"
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 # Outside sim/, only the CLI's `serve-sim` command may import the simulated models (it serves them).
-IMPORTS_SIM_ALLOWED = {"cli.py"}
+IMPORTS_SIM_ALLOWED = {"cli/__init__.py"}
 MAX_LINES = 400
 LONG_ALLOWED = {"core/sandbox/worker.py"}
 # Being split or decoupled on other branches (issue 14); remove the mark when the branch merges.

@@ -15,7 +15,7 @@ from envduels_dagster.core.authoring.plan import (
     parse_threshold,
     parse_wave_size,
 )
-from envduels_dagster.env_settings import SettingsError, value  # noqa: F401  (SettingsError: re-exported)
+from envduels_dagster.settings.variables import SettingsError, value  # noqa: F401  (SettingsError: re-exported)
 
 
 class DuelSettings(dg.ConfigurableResource):
@@ -84,9 +84,9 @@ def settings_from_env(**overrides) -> DuelSettings:
     variables that are set, then ``overrides``; SettingsError when bad."""
     import os
 
-    from envduels_dagster.experiment import SIZE_ENV, for_runs
+    from envduels_dagster.settings.experiment import SIZE_ENV, for_runs
 
-    # The sizes are the experiment's stored settings once a run stored them (envduels_dagster/experiment.py); the
+    # The sizes are the experiment's stored settings once a run stored them (envduels_dagster/settings/experiment.py); the
     # variables size only an experiment that has none yet. A command's own sizes come in as ``overrides``.
     sizes = for_runs()
     values: dict[str, object] = {"envs_per_author": sizes["envs_per_author"],

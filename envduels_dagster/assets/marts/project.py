@@ -24,7 +24,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from envduels_dagster.project_files import in_checkout, project_file
+from envduels_dagster.core.storage.project_files import in_checkout, project_file
 
 
 def import_dagster_dbt():

@@ -114,7 +114,7 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
 
 
 def _chart_path(learner: str):
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     folder = envduels_home() / "reports" / "author_value"
     folder.mkdir(parents=True, exist_ok=True)

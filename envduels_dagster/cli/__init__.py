@@ -13,11 +13,11 @@ import argparse
 import math
 import sys
 
-from envduels_dagster import run_command
-from envduels_dagster.cli_envs import cmd_play, cmd_validate
-from envduels_dagster.cli_errors import UsageError  # re-exported: tests and commands raise it
-from envduels_dagster.cli_results import cmd_report, cmd_show
-from envduels_dagster.importing import cmd_import
+from envduels_dagster.cli import run as run_command
+from envduels_dagster.cli.envs import cmd_play, cmd_validate
+from envduels_dagster.cli.errors import UsageError  # re-exported: tests and commands raise it
+from envduels_dagster.cli.importing import cmd_import
+from envduels_dagster.cli.results import cmd_report, cmd_show
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 SPENDING = ("demo", "run", "play", "plan")  # commands that call models under ENVDUELS_BUDGET_USD
@@ -90,8 +90,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     import contextlib
     import io
 
-    from envduels_dagster.demo import run_demo
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.cli.demo import run_demo
+    from envduels_dagster.settings.locations import envduels_home
 
     sizes = {"envs_per_author": args.envs_per_author, "seeds": args.seeds, "rounds": args.rounds, "yes": args.yes}
     if args.debug:
@@ -110,7 +110,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from envduels_dagster.demo import open_ui
+    from envduels_dagster.cli.demo import open_ui
 
     return open_ui(args.host, args.port)
 
@@ -133,7 +133,7 @@ def _cmd_serve_sim(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from envduels_dagster.plan_command import run_plan
+    from envduels_dagster.cli.plan import run_plan
 
     return run_plan(args)
 
@@ -314,8 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # usage errors: one line, exit 2 (_Parser.error)
     try:
-        from envduels_dagster.env_settings import check_settings
-        from envduels_dagster.interrupts import quiet_interrupts
+        from envduels_dagster.cli.interrupts import quiet_interrupts
+        from envduels_dagster.settings.variables import check_settings
 
         check_settings()  # every ENVDUELS_* range, before any command writes or spends anything (exit 2)
         if args.command in SPENDING:  # a bad ENVDUELS_BUDGET_USD: exit 2 before an instance or run exists (issue 44)
@@ -330,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         _report(args, "interrupted", EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one boundary: every failure becomes one line and an exit code
-        from envduels_dagster.cli_errors import describe
-        from envduels_dagster.interrupts import is_interrupt
+        from envduels_dagster.cli.errors import describe
+        from envduels_dagster.cli.interrupts import is_interrupt
 
         if is_interrupt(exc):  # a run that failed because it was interrupted (import waiting on a busy warehouse)
             _report(args, "interrupted", EXIT_INTERRUPTED)
@@ -358,6 +358,3 @@ def _report(args: argparse.Namespace, message: str, code: int) -> None:
         message += " (run again with --debug for the traceback)"
     print(f"envduels: error: {message}", file=sys.stderr)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

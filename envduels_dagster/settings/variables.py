@@ -123,7 +123,7 @@ def check_settings(environ: Mapping[str, str] | None = None) -> dict[str, object
     env = os.environ if environ is None else environ
     values = {s.name: value(s.name, env) for s in SETTINGS}
     if values["ENVDUELS_STORAGE"] == "shared":
-        from envduels_dagster.settings import postgres_url
+        from envduels_dagster.settings.locations import postgres_url
 
         try:
             postgres_url()
