@@ -53,7 +53,7 @@ LONGEST_FIRST = (
     "tests/assets/test_pipeline.py",
     "tests/flows/test_wheel.py",
     "tests/flows/test_published_readers.py",
-    "tests/assets/test_incremental.py",
+    "tests/assets/registry/test_incremental.py",
     "tests/flows/test_publish_after_checks.py",
 )
 

@@ -162,7 +162,7 @@ def _sensor_tick(instance, tmp_path, written_seeds: list[int] | None = None):
 
     from envduels_dagster.core.storage.warehouse import ensure_schema
     from envduels_dagster.resources import DuelSettings
-    from tests.assets.test_incremental import tick
+    from tests.assets.registry.test_incremental import tick
 
     if written_seeds is not None:
         with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:

@@ -1,6 +1,6 @@
 """Authoring slots that differ (issue 31): each slot its own brief, later waves see the earlier designs, a
 near-copy within an author is rejected as "duplicate of <env_id>", bad settings are refused with their
-reason (tests/assets/test_authoring_duplicates.py: the same through the asset and the warehouse). The provider is a real OpenAI-compatible HTTP server answering with real model
+reason (tests/assets/authoring/test_authoring_duplicates.py: the same through the asset and the warehouse). The provider is a real OpenAI-compatible HTTP server answering with real model
 replies (tests/reply_corpus/authoring-v1/), reached through the gateway's lean HTTP client."""
 
 from __future__ import annotations

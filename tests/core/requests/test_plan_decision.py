@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from envduels_dagster.core.requests.plan_decision import decision_sizes, format_sizes, minimum_warning
-from tests.core.test_plan import ROLES, _cli
+from tests.core.requests.test_plan import ROLES, _cli
 from tests.core.value.test_author_value import LEARNER, env_row, episode_rows
 
 TINY = ROLES.replace("""  - name: a3

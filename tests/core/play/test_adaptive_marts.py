@@ -1,5 +1,5 @@
 """Adaptive sampling and the marts: seeds played only because earlier outcomes left the verdict open are
-tagged ``sampling = 'adaptive'`` and left out of the marts, whose lift is then unbiased (tests/assets/test_marts.py
+tagged ``sampling = 'adaptive'`` and left out of the marts, whose lift is then unbiased (tests/assets/marts/test_marts.py
 holds the dbt filter; this file the tagging and the bias it removes)."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVER
 from envduels_dagster.cli.demo import materialize_all
 from envduels_dagster.core.requests.roster import RosterError
 from envduels_dagster.core.requests.stages import RequestBook
-from tests.assets.test_incremental import finish, keys_of, quiet_resources, tick  # noqa: F401 - fixture
+from tests.assets.registry.test_incremental import finish, keys_of, quiet_resources, tick  # noqa: F401 - fixture
 from tests.helpers.pipeline import pipeline_resources
 
 

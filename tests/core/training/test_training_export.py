@@ -104,7 +104,7 @@ def test_source_hash_mismatch_is_refused_before_anything_is_published(tmp_path):
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from tests.core.test_training_export import item
+    from tests.core.training.test_training_export import item
     from envduels_dagster.core.training.export import write_export
     root = Path(sys.argv[1])
     write_export(root, "l", [item(f"e{i}") for i in range(50)], "v2", on_file=lambda p: time.sleep(0.02))
@@ -225,7 +225,7 @@ def test_an_export_that_does_not_match_its_training_set_is_never_published(tmp_p
 CONCURRENT_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from tests.core.test_training_export import item
+    from tests.core.training.test_training_export import item
     from envduels_dagster.core.training.export import write_export
     root, version = Path(sys.argv[1]), sys.argv[2]
     write_export(root, "l", [item(f"e{i}") for i in range(20)], version, on_file=lambda p: time.sleep(0.01))
