@@ -30,7 +30,7 @@ from envduels_dagster.core.stats import pair_lift as py_pair_lift
 from envduels_dagster.core.storage.warehouse import ensure_schema
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
-from tests.core.stats.test_stats import HAND_PAIRS, HAND_STATS, TRUE_LIFT, episodes, hand_table, seeds
+from tests.helpers.hand_stats import HAND_PAIRS, HAND_STATS, TRUE_LIFT, episodes, hand_table, seeds
 
 pytestmark = pytest.mark.slow  # one real dbt build (~20-50 s on this machine) serves the module
 

@@ -17,25 +17,7 @@ from envduels_dagster.core.authoring.prompts import (
 from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.models.call_cache import CallCache
 from envduels_dagster.core.models.registry import load_registry
-
-CODE = '''import random
-
-
-class Coin:
-    def __init__(self, max_turns=2):
-        self.max_turns = max_turns
-
-    def reset(self, seed):
-        self.side = random.Random(seed).choice(["heads", "tails"])
-        return "Call the coin: heads or tails.", {}
-
-    def step(self, action):
-        won = self.side in action
-        return ("Right!" if won else "Wrong."), float(won), True, False, {}
-
-    def reference_actions(self, seed):
-        return [random.Random(seed).choice(["heads", "tails"])]
-'''
+from tests.helpers.environments import CODE
 
 META = {"class_name": "Coin", "domain": "chance", "hint": "Seeds decide the side.", "max_turns": 2}
 

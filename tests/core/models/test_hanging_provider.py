@@ -15,8 +15,8 @@ from envduels_dagster.core.models.gateway import _out_of_time
 from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
 from tests.core.models.test_reasoning_models import registry_for
+from tests.helpers.environments import UNKNOWN
 from tests.helpers.sim_server import MESSAGES, SimServerProcess
-from tests.sim.test_simulated_models import UNKNOWN
 
 TIMEOUT_S = 1.0
 

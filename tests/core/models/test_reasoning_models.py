@@ -13,8 +13,8 @@ from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
 from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
+from tests.helpers.environments import UNKNOWN
 from tests.helpers.sim_server import MESSAGES, SimServerProcess, health
-from tests.sim.test_simulated_models import UNKNOWN
 
 PARAMS = "    params: {reasoning_effort: high, top_p: 0.9, extra_body: {thinking: {type: enabled, budget_tokens: 64}}}\n"
 

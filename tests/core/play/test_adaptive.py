@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
-from dataclasses import dataclass, replace
 
 import pandas as pd
 import pytest
@@ -16,39 +15,11 @@ from envduels_dagster.core.play.adaptive import (
     category,
     is_member,
     next_step,
-    play_env_adaptive,
     play_pair_adaptive,
     settled_probability,
 )
 from envduels_dagster.core.stats import env_solver_stats, training_candidates
-
-
-@dataclass
-class Rec:
-    status: str
-    model_calls: int = 3
-    sampling: str = "fixed"
-
-    def model_copy(self, update: dict) -> Rec:  # as EpisodeRecord (pydantic)
-        return replace(self, **update)
-
-
-def scripted(outcomes: dict[int, tuple[str, str]]):
-    """play_seed for a scripted environment: seed -> (cold status, hinted status); records what was asked."""
-    asked: list[int] = []
-
-    async def play_seed(seed):
-        asked.append(seed)
-        cold, hint = outcomes.get(seed, ("failure", "failure"))
-        return Rec(cold), Rec(hint)
-
-    return play_seed, asked
-
-
-def run(outcomes, policy=AdaptivePolicy(), seeds=(0, 1, 2, 3)):
-    play_seed, asked = scripted(outcomes)
-    records, decision = asyncio.run(play_env_adaptive(play_seed, list(seeds), policy, "env"))
-    return records, decision, asked
+from tests.helpers.adaptive_play import run
 
 
 def test_a_cold_success_settles_wasted_after_one_seed():

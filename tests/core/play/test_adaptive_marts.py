@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from envduels_dagster.core.play.adaptive import AdaptivePolicy, play_env_adaptive
-from tests.core.play.test_adaptive import Rec, run
+from tests.helpers.adaptive_play import Rec, run
 
 
 def test_only_the_committed_seeds_are_tagged_fixed_and_the_callers_records_stay_untouched():

@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 
 from envduels_dagster.core.rankings import convergence as conv
-from tests.core.authoring.test_authoring import CODE
+from tests.helpers.environments import CODE
 
 LONG = CODE.replace("won = self.side in action", "won = self.side in action\n        bonus = "
                     + " + ".join(["1"] * 1500))

@@ -4,7 +4,7 @@ family (every author renders the same family templates) are not "convergence"; s
 import pandas as pd
 
 from envduels_dagster.core.rankings import convergence as conv
-from tests.core.stats.test_rankings import CODE, GRID
+from tests.helpers.shapes import CODE, GRID
 
 # The same maze with one more method: a design choice beyond the family template.
 GRID_PLUS = GRID + '''

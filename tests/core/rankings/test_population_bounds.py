@@ -15,7 +15,7 @@ from envduels_dagster.core.rankings.population import population_columns
 from envduels_dagster.core.rankings.reporting import fmt, transitivity_markdown
 from envduels_dagster.core.rankings.tournament import decide_duels, duels_from_stats
 from envduels_dagster.core.stats.tournament_batch import bradley_terry_batch
-from tests.core.rankings.test_tournament_intervals import stats_rows
+from tests.helpers.synthetic_stats import stats_rows
 
 POP = ["bt_strength_population_lower", "bt_strength_population_upper"]
 

@@ -15,25 +15,7 @@ from envduels_dagster.core.rankings import leaderboard as rk
 from envduels_dagster.core.rankings.tournament import decide_duels, duels_from_stats
 from envduels_dagster.core.stats.tournament import bradley_terry_fit, observed_triads
 from envduels_dagster.core.stats.tournament_batch import bradley_terry_batch, separated, triads_batch
-
-
-def stats_rows(rng: np.random.Generator, quality: dict[str, float], envs: int, seeds: int = 4,
-               skip: tuple[str, str] | None = None) -> pd.DataFrame:
-    """env_solver_stats rows: author a's environments give every other solver a lift near quality[a].
-    ``skip = (x, y)``: x never played y's environments and y never played x's (their duel is missing)."""
-    rows = []
-    for author, q in quality.items():
-        for e in range(envs):
-            base = rng.uniform(0.05, 0.3)
-            for solver in quality:
-                if skip and {author, solver} == set(skip):
-                    continue
-                cold = (rng.random(seeds) < base).mean()
-                hint = (rng.random(seeds) < min(1.0, base + q)).mean()
-                rows.append({"env_id": f"{author}.{e}", "author": author, "solver": solver, "domain": "d",
-                             "p_cold": cold, "p_hint": hint, "lift": hint - cold, "n_seeds": seeds,
-                             "is_self_pair": author == solver})
-    return pd.DataFrame(rows)
+from tests.helpers.synthetic_stats import stats_rows
 
 
 def test_duel_rule_by_hand():

@@ -12,7 +12,7 @@ from envduels_dagster.core.report.experiment import ReportInputs, answers, rende
 from envduels_dagster.core.report.figures import lift_colour, lift_heatmap_svg, rank_scatter_svg
 from envduels_dagster.core.stats.rounding import format_estimate
 from envduels_dagster.core.value.author_value import author_value
-from tests.core.value.test_author_value import LEARNER, warehouse
+from tests.helpers.value_warehouse import LEARNER, warehouse
 
 MODELS = ["a", "b", "c"]
 

@@ -9,7 +9,6 @@ from datetime import datetime
 import duckdb
 import pytest
 
-from envduels_dagster.cli import main
 from envduels_dagster.core.authoring.prompts import author_environments
 from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.models.registry import load_registry
@@ -17,28 +16,7 @@ from envduels_dagster.core.play.episode import play_pair
 from envduels_dagster.core.requests.plan import DEFAULTS, PlanSettings, plan_experiment, planned_pairs
 from envduels_dagster.core.requests.plan_report import actual_from_warehouse, compare_rows, measured_rates
 from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, replace_rows
-
-ROLES = """models:
-  - name: a1
-    model: envduels-sim/oracle
-    roles: [author]
-    input_cost_per_mtok: 3
-    output_cost_per_mtok: 15
-  - name: a2
-    model: envduels-sim/expert
-    roles: author
-    input_cost_per_mtok: 1
-    output_cost_per_mtok: 2
-  - name: a3
-    model: openai/some-open-model
-    api_base: http://127.0.0.1:9/v1
-    roles: [author]
-  - name: learner
-    model: envduels-sim/novice
-    roles: [solver]
-    input_cost_per_mtok: 0.1
-    output_cost_per_mtok: 0.4
-"""
+from tests.helpers.plan_cli import ROLES, plan_cli
 
 
 @pytest.fixture
@@ -134,27 +112,16 @@ def test_the_plan_against_an_actual_run_on_a_tiny_registry(tmp_path):
         assert r["plan_usd"] == pytest.approx(r["actual_usd"], rel=0.03), r
 
 
-def _cli(monkeypatch, capsys, tmp_path, registry_text: str, env: dict[str, str], *argv: str):
-    path = tmp_path / "models.yaml"
-    path.write_text(registry_text)
-    monkeypatch.setenv("ENVDUELS_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ENVDUELS_REGISTRY", str(path))
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    code = main(["plan", *argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
 
 def test_plan_prints_per_model_and_total_and_keeps_the_plan(monkeypatch, capsys, tmp_path):
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--envs-per-author", "4")
+    code, out, err = plan_cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--envs-per-author", "4")
     assert code == 0, err
     assert "plan: 3 pairs (3 author(s) x 1 solver(s)), 4 environments per author, 8 seeds x 2 conditions" in out
     assert "unpriced (no input/output_cost_per_mtok in the registry; not counted as $0): a3" in out
     assert "| unpriced" not in out and "$0.00 " not in out
     kept = list((tmp_path / "home" / "plans").glob("plan-*.json"))
     assert len(kept) == 1
-    code, out, _ = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--compare")
+    code, out, _ = plan_cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--compare")
     assert code == 0 and "plan calls" in out and "total" in out  # nothing ran yet: every actual is 0
 
 
@@ -169,7 +136,7 @@ A3_CAPPED = ROLES.replace("    api_base: http://127.0.0.1:9/v1\n", "    api_base
 ])
 def test_bad_budgets_are_refused_with_a_clear_message_and_nothing_is_written(monkeypatch, capsys, tmp_path,
                                                                              registry_text, env, expected):
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, registry_text, env)
+    code, out, err = plan_cli(monkeypatch, capsys, tmp_path, registry_text, env)
     assert code == 2 and out == ""
     assert err.startswith(f"envduels: error: {expected}")
     if "budget_usd: -1" in registry_text:
@@ -223,13 +190,13 @@ def test_the_pilot_states_its_price_and_runs_only_when_asked(monkeypatch, capsys
 """, "")
     sizes = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "2", "ENVDUELS_ROUNDS": "0"}
     home = tmp_path / "home"
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, tiny, sizes, "--pilot")  # stdin is not a terminal here
+    code, out, err = plan_cli(monkeypatch, capsys, tmp_path, tiny, sizes, "--pilot")  # stdin is not a terminal here
     assert code == 0, err
     assert out.startswith("pilot: every author writes its round 0 as the run will (3 environments), then each of "
                           "the 2 pairs plays 3 of them")
     assert "pilot not run: add --yes to run it" in out
     assert not (home / "plans").exists() and not (home / "cache").exists()  # nothing paid, nothing kept
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, tiny, sizes, "--pilot", "--yes")
+    code, out, err = plan_cli(monkeypatch, capsys, tmp_path, tiny, sizes, "--pilot", "--yes")
     assert code == 0, err
     assert out.index("about ") < out.index("pilot done: 12 episodes")
     assert "learner pilot-measured (12 episodes)" in out and "a1 pilot-measured (3 environments), r0 authored" in out
@@ -255,7 +222,7 @@ def test_the_pilot_states_its_price_and_runs_only_when_asked(monkeypatch, capsys
     (["--pilot", "--compare"], "--pilot and --compare do not go together"),
 ])
 def test_pilot_flags_that_do_not_go_together_are_refused(monkeypatch, capsys, tmp_path, argv, expected):
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, *argv)
+    code, out, err = plan_cli(monkeypatch, capsys, tmp_path, ROLES, {}, *argv)
     assert code == 2 and out == "" and err.startswith(f"envduels: error: {expected}")
     assert not (tmp_path / "home").exists()
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from envduels_dagster.core.requests.plan_decision import decision_sizes, format_sizes, minimum_warning
-from tests.core.requests.test_plan import ROLES, _cli
-from tests.core.value.test_author_value import LEARNER, env_row, episode_rows
+from tests.helpers.plan_cli import ROLES, plan_cli
+from tests.helpers.value_warehouse import LEARNER, env_row, episode_rows
 
 TINY = ROLES.replace("""  - name: a3
     model: openai/some-open-model
@@ -24,7 +24,7 @@ TINY = ROLES.replace("""  - name: a3
 
 def test_three_environments_per_author_warn_that_no_answer_can_come_out_naming_the_minimum(monkeypatch, capsys,
                                                                                           tmp_path):
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--envs-per-author", "3")
+    code, out, err = plan_cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--envs-per-author", "3")
     assert code == 0, err
     assert err.startswith("warning: 3 environment(s) per author cannot name an author to pay: an author needs 4 "
                           "environments played by the learner to be ranked (AuthorValueSettings.min_envs)")
@@ -32,7 +32,7 @@ def test_three_environments_per_author_warn_that_no_answer_can_come_out_naming_t
     kept = json.loads(max((tmp_path / "home" / "plans").glob("plan-*.json")).read_text())
     assert kept["answer"]["warning"].startswith("warning: 3 environment(s)")
     assert not (tmp_path / "home" / "cache").exists()  # said before any call
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--envs-per-author", "4")
+    code, out, err = plan_cli(monkeypatch, capsys, tmp_path, ROLES, {}, "--envs-per-author", "4")
     assert code == 0 and "warning" not in err and minimum_warning(4) is None
     # nothing measured yet: the plan says what would size it
     assert "size for an answer: nothing measured yet for any learner ('envduels plan --pilot'" in out
@@ -79,7 +79,7 @@ def test_the_size_estimate_grows_as_the_gap_shrinks():
 @pytest.mark.slow  # a real pilot on simulated models, priced and run into its own warehouse
 def test_after_a_pilot_the_plan_prints_the_size_for_a_decision_with_its_dollars(monkeypatch, capsys, tmp_path):
     sizes = {"ENVDUELS_ENVS_PER_AUTHOR": "6", "ENVDUELS_SEEDS": "2", "ENVDUELS_ROUNDS": "0"}
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, TINY, sizes, "--pilot", "--yes")
+    code, out, err = plan_cli(monkeypatch, capsys, tmp_path, TINY, sizes, "--pilot", "--yes")
     assert code == 0, err
     assert "pilot done: " in out
     section = out[out.index("size for an answer (environments per author to name the best author"):]

@@ -57,7 +57,7 @@ def test_rankings_and_its_summary_are_documented_column_for_column():
     import numpy as np
 
     from envduels_dagster.core.rankings.leaderboard import compute_rankings
-    from tests.core.stats.test_rankings import panel_stats
+    from tests.helpers.synthetic_stats import panel_stats
 
     stats = panel_stats(np.random.default_rng(4), {"a": 0.8, "b": 0.5, "c": 0.3})
     duels = pd.DataFrame({"model_a": ["a", "a", "b"], "model_b": ["b", "c", "c"], "outcome": ["a", "a", "tie"],
