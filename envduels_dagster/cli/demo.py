@@ -9,32 +9,14 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shutil
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from envduels_dagster.core.storage.project_files import project_file
-
-REPO_ROOT = project_file(".")  # the checkout, or the project files an installed wheel carries
 # How long the demo's summary waits for a warehouse another process is writing (a second demo's pair runs or
 # its dbt build, which holds the file for the whole build: 83 s measured at load 15 on 2 cores).
 SUMMARY_WAIT_S = 600.0
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-
-def prepare_instance_home() -> Path:
-    from envduels_dagster.settings.locations import dagster_home, storage_profile
-
-    home = dagster_home()
-    os.environ["DAGSTER_HOME"] = str(home)
-    target = home / "dagster.yaml"
-    # The shared profile's instance is on Postgres (deploy/dagster-postgres.yaml, docs/DEPLOY.md).
-    source = REPO_ROOT / ("deploy/dagster-postgres.yaml" if storage_profile() == "shared" else "dagster.yaml")
-    if not target.exists() and source.exists():
-        shutil.copy(source, target)
-    return home
 
 
 def _partitions_kind(asset) -> str:
@@ -301,6 +283,7 @@ def run_demo(envs_per_author: int | None = None, seeds: int | None = None, round
     from envduels_dagster.cli.experiment_change import settle
     from envduels_dagster.cli.interrupts import quiet_orphan_watchers
     from envduels_dagster.definitions import build_resources
+    from envduels_dagster.instance.home import prepare_instance_home
     from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import experiment
     from envduels_dagster.settings.locations import envduels_home
@@ -355,17 +338,3 @@ def print_summary(counts: dict, wait_s: float = SUMMARY_WAIT_S) -> None:
     if report.is_file():
         print(f"\nThe experiment report (which author to pay, leaderboard, lift heatmap, ranks, training sets, "
               f"episodes):\n  {report.as_uri()}   (envduels report prints it again)")
-
-
-def open_ui(host: str, port: int) -> int:
-    """``dagster dev`` on the instance until Ctrl-C/SIGTERM, which stop its whole process tree (ui_process)."""
-    from envduels_dagster.cli.ui import run_ui
-
-    prepare_instance_home()
-    dagster = Path(sys.executable).with_name("dagster")
-
-    def cmd(p: int) -> list[str]:
-        return [str(dagster), "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", host, "-p", str(p)]
-
-    print("Starting:", " ".join(cmd(port)), f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
-    return run_ui(cmd, host, port, REPO_ROOT)

@@ -34,9 +34,10 @@ def run_import(partition: str, export_dir: Path) -> ImportRun:
     import dagster as dg
 
     from envduels_dagster.assets.registry.partitions import register_import
-    from envduels_dagster.cli.demo import QUIET, _interrupted, prepare_instance_home
+    from envduels_dagster.cli.demo import QUIET, _interrupted
     from envduels_dagster.cli.interrupts import quiet_orphan_watchers
     from envduels_dagster.definitions import build_definitions
+    from envduels_dagster.instance.home import prepare_instance_home
     from envduels_dagster.instance.run_launcher import (
         worker_tags,  # a killed import's run is then failed by run monitoring
     )

@@ -66,9 +66,10 @@ def run_experiment(settings: ExperimentSettings, plan=None, log=print, written_b
     Calls already made (an earlier run, a pilot, a smaller wave) come from the call cache."""
     import dagster as dg
 
-    from envduels_dagster.cli.demo import materialize_all, prepare_instance_home
+    from envduels_dagster.cli.demo import materialize_all
     from envduels_dagster.cli.interrupts import quiet_orphan_watchers
     from envduels_dagster.definitions import build_definitions, build_resources
+    from envduels_dagster.instance.home import prepare_instance_home
     from envduels_dagster.settings import experiment
 
     experiment.store(settings, written_by)
@@ -249,8 +250,10 @@ def _keep(plan, settings: ExperimentSettings) -> None:
         json.dumps(record, indent=1))
 
 
-def add_parser(add, _int_in, _float_in) -> None:
-    """The ``run`` subcommand (``add`` makes a subparser the way cli.py does; ``_int_in``/``_float_in``: its types)."""
+def add_parser(add) -> None:
+    """The ``run`` subcommand (``add`` makes a subparser the way ``cli/__init__.py`` does)."""
+    from envduels_dagster.cli.options import add_size_options, float_in, int_in
+
     p = add("run", help="run a real experiment on the registry's models (paid: priced and confirmed first)",
             description="Run the experiment on the registry's models, through Dagster, in this process: every "
                         "author writes its environments, every author x learner pair plays them cold and hinted, "
@@ -266,24 +269,16 @@ def add_parser(add, _int_in, _float_in) -> None:
             examples=("envduels run --envs-per-author 1 --seeds 2 --yes",))
     p.add_argument("--registry", metavar="FILE", help="the model registry (default: ENVDUELS_REGISTRY, else the "
                    "experiment's stored registry, else ./models.yaml)")
-    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
-                   help="environments each author writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else the "
-                        "stored setting, else 10)")
-    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None,
-                   help="benchmark seeds 0..N-1 per environment, 1..1000 (default: ENVDUELS_SEEDS, else stored, "
-                        "else 8)")
-    p.add_argument("--rounds", type=_int_in(0, 20, "--rounds"), default=None,
-                   help="hardening rounds after the first authoring, 0..20 (default: ENVDUELS_ROUNDS, else stored, "
-                        "else 1)")
-    p.add_argument("--budget-usd", type=_float_in(0.0, None, "--budget-usd"), default=None,
+    add_size_options(p)
+    p.add_argument("--budget-usd", type=float_in(0.0, None, "--budget-usd"), default=None,
                    help="stop spending at this many US dollars over every priced model, across runs (sets "
                         "ENVDUELS_BUDGET_USD for this run)")
     p.add_argument("--yes", action="store_true", help="start without asking (the plan is still printed)")
     p.add_argument("--until-decided", action="store_true",
                    help="add --wave environments per author after each run until every learner's answer is decided "
                         "(p_best >= 0.95), the budget cap stops play, or --max-envs is reached; says why it stopped")
-    p.add_argument("--wave", type=_int_in(1, 1000, "--wave"), default=4,
+    p.add_argument("--wave", type=int_in(1, 1000, "--wave"), default=4,
                    help="with --until-decided: environments per author each wave adds (default 4)")
-    p.add_argument("--max-envs", type=_int_in(1, 1000, "--max-envs"), default=64,
+    p.add_argument("--max-envs", type=int_in(1, 1000, "--max-envs"), default=64,
                    help="with --until-decided: the most environments per author it goes to (default 64)")
     p.set_defaults(func=cmd_run)

@@ -75,8 +75,9 @@ def produce_pairs(env: dict[str, str]) -> None:
     from envduels_dagster.assets.marts.project import prepare_manifest
     from envduels_dagster.assets.registry.assets import model_registry
     from envduels_dagster.assets.registry.partitions import pair_key, register_models
-    from envduels_dagster.cli.demo import QUIET, prepare_instance_home
+    from envduels_dagster.cli.demo import QUIET
     from envduels_dagster.definitions import build_resources
+    from envduels_dagster.instance.home import prepare_instance_home
 
     prepare_manifest()
     with process_env(env):
