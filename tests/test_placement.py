@@ -174,7 +174,6 @@ def imported_test_modules(path: Path) -> list[str]:
     return sorted({n for n in names if n.split(".")[0] == "tests" and not n.startswith(SHARED) and n != own})
 
 
-@pytest.mark.xfail(strict=False, reason="r47tests: the shared helpers are moving into tests/helpers/ in the next commits")
 def test_no_test_file_imports_another_test_file():
     bad = {p.relative_to(TESTS).as_posix(): mods for p in TESTS.rglob("*.py")
            if "reply_corpus" not in p.parts and p != Path(__file__)  # this file's probes name test modules

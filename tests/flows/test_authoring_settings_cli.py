@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_cli import cli_env, envduels, one_error_line
+from tests.helpers.cli import cli_env, envduels, one_error_line
 
 __all__ = ["cli_env"]  # the fixture, imported so this module can use it
 

@@ -3,7 +3,7 @@
 ``SimServerProcess(*args)`` starts ``python -m envduels_dagster.cli serve-sim --port 0 *args`` and reads the base URL
 from its first line; ``stop()`` ends it (SIGTERM, then SIGKILL). ``health(server)`` reads its counters (``/health``:
 calls, 429s, the most requests in flight, the last request's options). ``MESSAGES`` is a question every simulated
-model answers.
+model answers; ``thinker_registry`` a registry of one priced model on a server.
 """
 
 from __future__ import annotations
@@ -60,3 +60,21 @@ def health(srv: SimServerProcess, timeout: float = 10) -> dict:
     """The server's counters (``GET /health``)."""
     with urllib.request.urlopen(srv.base.removesuffix("/v1") + "/health", timeout=timeout) as resp:
         return json.loads(resp.read())
+
+
+def thinker_registry(tmp_path, base: str, client: str, extra: str = ""):
+    """A loaded registry of one priced model, ``thinker``, served at ``base`` through ``client`` (fast or litellm);
+    ``extra`` adds entry lines (max_tokens, params, timeout_s ...)."""
+    from envduels_dagster.core.models.registry import load_registry
+
+    path = tmp_path / "models.yaml"
+    path.write_text(f"""models:
+  - name: thinker
+    model: openai/novice
+    api_base: {base}
+    client: {client}
+    input_cost_per_mtok: 1
+    output_cost_per_mtok: 4
+    reasoning_cost_per_mtok: 10
+{extra}""")
+    return load_registry(path)

@@ -16,21 +16,13 @@ from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVER
 from envduels_dagster.cli.demo import materialize_all
 from envduels_dagster.core.requests.roster import RosterError
 from envduels_dagster.core.requests.stages import RequestBook
-from tests.assets.registry.test_incremental import finish, keys_of, quiet_resources, tick  # noqa: F401 - fixture
-from tests.helpers.pipeline import pipeline_resources
-
-
-def write_roles(path, entries: dict[str, str | None]):
-    """A registry of simulated models; ``entries`` maps a profile name to its roles (None: both, the default)."""
-    lines = ["models:"]
-    for name, roles in entries.items():
-        lines += [f"  - name: {name}", f"    model: envduels-sim/{name}"] + ([f"    roles: {roles}"] if roles else [])
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-THREE_AUTHORS_ONE_LEARNER = {"oracle": "[author]", "expert": "[author]", "journeyman": "[author]",
-                             "novice": "[solver]"}
+from tests.helpers.pipeline import THREE_AUTHORS_ONE_LEARNER, pipeline_resources, write_roles
+from tests.helpers.sensor_ticks import (  # noqa: F401 - quiet_resources is a fixture
+    finish,
+    keys_of,
+    quiet_resources,
+    tick,
+)
 
 
 def run_request(instance, cursor, resources, first):

@@ -16,8 +16,7 @@ import pytest
 
 from envduels_dagster.cli.demo import materialize_all
 from envduels_dagster.core.training.training_set import TrainingRule, build_training_set
-from tests.assets.registry.test_roles import THREE_AUTHORS_ONE_LEARNER, write_roles
-from tests.helpers.pipeline import pipeline_resources
+from tests.helpers.pipeline import THREE_AUTHORS_ONE_LEARNER, pipeline_resources, write_roles
 
 
 @pytest.mark.slow
