@@ -1,7 +1,7 @@
 """Issue 41: the experiment's settings are stored with it (``$ENVDUELS_HOME/experiment.json``) and read back by
 later commands, the sensor's resources and the registry lookup; a change is priced and asked for, never silent.
 
-The daemon itself is driven in tests/flows/test_stored_settings_live.py (slow)."""
+The daemon itself is driven in tests/flows/test_live_flows.py (slow): its demo stores its command-line sizes."""
 
 from __future__ import annotations
 
