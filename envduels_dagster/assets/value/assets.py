@@ -86,8 +86,9 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status, model_calls, cost_usd "
                                 "FROM episodes").df()
     s = value_settings
-    table, mix = compute_author_value(envs, episodes, learner, budget_usd=s.budget_usd, budget_calls=s.budget_calls,
-                                      max_share=s.max_share, min_envs=s.min_envs, n_boot=s.n_boot,
+    table, mix = compute_author_value(envs, episodes, learner, budget_usd=s.projection_budget_usd,
+                                      budget_calls=s.projection_budget_calls, max_share=s.max_share,
+                                      min_envs=s.min_envs, n_boot=s.n_boot,
                                       cold_ceiling=settings.training_cold_ceiling,
                                       min_hint=settings.training_min_hint)
     with warehouse.get_connection() as conn:
@@ -108,7 +109,7 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
         "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, "author_value_mix"),
-        "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
+        "budget": dg.MetadataValue.json({"usd": s.projection_budget_usd, "calls": s.projection_budget_calls, "max_share": s.max_share}),
         **table_metadata(warehouse, "author_value", {"learner": learner}),  # the column descriptions last
     }))
 

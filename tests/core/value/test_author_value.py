@@ -239,7 +239,7 @@ def _materialize(path, learners):
     instance.add_dynamic_partitions("solvers", learners)
     return dg.materialize([asset, author_value_checks], instance=instance, partition_key=LEARNER,
                           resources={"warehouse": DuckDBResource(database=str(path)), "settings": DuelSettings(),
-                                     "value_settings": AuthorValueSettings(budget_usd=10.0, n_boot=300)})
+                                     "value_settings": AuthorValueSettings(projection_budget_usd=10.0, n_boot=300)})
 
 
 @pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
