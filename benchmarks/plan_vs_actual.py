@@ -52,7 +52,7 @@ async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, af
     """Author, harden and play as the pipeline does (core functions of the assets), storing every row."""
     from envduels_dagster.core.authoring.hardening import harden_author
     from envduels_dagster.core.authoring.prompts import author_environments
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
     from envduels_dagster.core.requests.plan import planned_pairs
     from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, read_table, replace_rows
 
@@ -70,7 +70,7 @@ async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, af
         if rnd == 0 and after_authoring is not None:
             after_authoring()
         for a, s in planned_pairs(registry):
-            recs = await play_pair(gw, s, envs[a], None, 8)
+            recs = await play_pair(gw, s, envs[a], PlayConfig(concurrency=8))
             df = episodes_frame(recs, {e.env_id: e.max_turns for e in envs[a]}, "1", now, {e.env_id: rnd for e in envs[a]})
             replace_rows(conn, "episodes", df, {"author": a, "solver": s, "round": rnd})
 

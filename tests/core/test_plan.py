@@ -13,7 +13,7 @@ from envduels_dagster.cli import main
 from envduels_dagster.core.authoring.prompts import author_environments
 from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.models.registry import load_registry
-from envduels_dagster.core.play.episode import play_pair
+from envduels_dagster.core.play.episode import PlayConfig, play_pair
 from envduels_dagster.core.requests.plan import DEFAULTS, PlanSettings, plan_experiment, planned_pairs
 from envduels_dagster.core.requests.plan_report import actual_from_warehouse, compare_rows, measured_rates
 from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, replace_rows
@@ -89,7 +89,7 @@ def _run_and_store(registry, conn, k: int, seeds: int, gateway: Gateway | None =
         for a, specs in envs.items():
             replace_rows(conn, "environments", environments_frame(specs, "1", now), {"author": a})
         for a, s in planned_pairs(registry):
-            recs = await play_pair(gw, s, envs[a], None, 8)
+            recs = await play_pair(gw, s, envs[a], PlayConfig(concurrency=8))
             df = episodes_frame(recs, {e.env_id: e.max_turns for e in envs[a]}, "1", now, {e.env_id: 0 for e in envs[a]})
             replace_rows(conn, "episodes", df, {"author": a, "solver": s})
         await gw.aclose()

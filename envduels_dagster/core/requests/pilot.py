@@ -49,7 +49,7 @@ async def run_pilot(gateway, pairs: list[tuple[str, str]], authors: list[str], e
     cancels the rest (``gather_or_cancel``)."""
     from envduels_dagster.core.authoring.prompts import author_environments
     from envduels_dagster.core.concurrency.gather import gather_or_cancel
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
     from envduels_dagster.core.play.pair import Slots, provider_slots
     from envduels_dagster.core.requests.latency import TimedGateway
     from envduels_dagster.core.requests.plan import spread
@@ -82,8 +82,8 @@ async def run_pilot(gateway, pairs: list[tuple[str, str]], authors: list[str], e
         chosen = [valid[i].model_copy(update={"benchmark_seeds": list(valid[i].benchmark_seeds[:PILOT_SEEDS])})
                   for i in spread([e.max_turns for e in valid], n)]
         gate = slots.get(registry.get(solver).provider) if registry is not None else None
-        records = await play_pair(gateway, solver, chosen, limits, concurrency,
-                                  slot=gate.one if gate is not None else None)
+        records = await play_pair(gateway, solver, chosen, PlayConfig(
+            limits=limits, concurrency=concurrency, slot=gate.one if gate is not None else None))
         df = episodes_frame(records, {e.env_id: e.max_turns for e in chosen}, "pilot", now)
         replace_rows(conn, "episodes", df, {"author": author, "solver": solver})
         episodes += len(records)

@@ -229,7 +229,7 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     from envduels_dagster.core.models import Gateway, RetryPolicy
     from envduels_dagster.core.models.call_cache import CallCache
     from envduels_dagster.core.models.registry import load_registry
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
     from envduels_dagster.core.stats import env_solver_stats
     from envduels_dagster.core.storage.warehouse import episodes_frame
     from envduels_dagster.sim.profiles import PROFILES
@@ -245,7 +245,7 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
         for author in names:
             for solver in names:
                 if solver != author:
-                    records += await play_pair(gateway, solver, specs[author], None, 8)
+                    records += await play_pair(gateway, solver, specs[author], PlayConfig(concurrency=8))
         return [s for v in specs.values() for s in v], records
 
     specs, records = asyncio.run(play())
