@@ -145,11 +145,12 @@ def main() -> int:
                                                        pilot_rates))
                         piloted.append(sum(gw.stats.backend_calls.values()))
                     if args.run_pilot:  # `envduels plan --pilot`: its calls are the run's own (the cache keeps them)
-                        from envduels_dagster.core.requests.pilot import run_pilot
+                        from envduels_dagster.core.requests.pilot import PilotConfig, run_pilot
 
                         pilot = duckdb.connect()
-                        res = await run_pilot(gw, plan.pairs, list(registry.authors), args.envs,
-                                              list(range(args.seeds)), pilot)
+                        config = PilotConfig(tuple(registry.authors), tuple(plan.pairs), args.envs,
+                                             tuple(range(args.seeds)))
+                        res = await run_pilot(gw, config, pilot)
                         run_piloted.append(plan_experiment(
                             registry, PlanSettings(args.envs, args.seeds, args.rounds),
                             measured_rates(pilot, registry, min_envs=1, min_episodes=1),

@@ -266,10 +266,10 @@ def test_the_lift_study_pays_for_no_held_out_environments_when_no_learner_can_be
     import pandas as pd
 
     from envduels_dagster.core.studies.learning import COLUMNS
-    from envduels_dagster.core.studies.lift import run_study
+    from envduels_dagster.core.studies.lift import StudyConfig, StudyTables, run_study
 
     gw = Gateway(roles_registry, None)
-    df = asyncio.run(run_study(gw, ["a1", "a2"], {}, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), "all_valid", 3,
-                               [0, 1], None))
+    df = asyncio.run(run_study(gw, {}, StudyTables(pd.DataFrame(), pd.DataFrame(), pd.DataFrame()),
+                               StudyConfig(("a1", "a2"), 3, (0, 1), "all_valid")))
     assert list(df.columns) == COLUMNS and df.empty
     assert sum(gw.stats.backend_calls.values()) == 0 and sum(gw.stats.cache_hits.values()) == 0

@@ -89,7 +89,7 @@ def _pilot_wall(base: str, tmp_path: Path, authors: tuple[str, ...]) -> float:
     """Seconds the pilot's authoring takes for ``authors`` (one environment each, no pairs) over real HTTP."""
     from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.models.registry import load_registry
-    from envduels_dagster.core.requests.pilot import run_pilot
+    from envduels_dagster.core.requests.pilot import PilotConfig, run_pilot
 
     path = tmp_path / f"models-{len(authors)}.yaml"
     path.write_text(registry_text(base, authors))
@@ -99,7 +99,7 @@ def _pilot_wall(base: str, tmp_path: Path, authors: tuple[str, ...]) -> float:
         try:
             with duckdb.connect(str(tmp_path / f"pilot-{len(authors)}.duckdb")) as conn:
                 t0 = time.perf_counter()
-                await run_pilot(gateway, [], list(authors), 1, [0, 1], conn)
+                await run_pilot(gateway, PilotConfig(tuple(authors), (), 1, (0, 1)), conn)
                 return time.perf_counter() - t0, conn.execute("SELECT count(*) FROM environments WHERE valid").fetchone()
         finally:
             await gateway.aclose()
