@@ -50,7 +50,7 @@ def write_registry(path: Path, base: str, config: str) -> None:
 
 async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, after_authoring=None) -> None:
     """Author, harden and play as the pipeline does (core functions of the assets), storing every row."""
-    from envduels_dagster.core.authoring.hardening import harden_author
+    from envduels_dagster.core.authoring.hardening import HardeningInputs, harden_author
     from envduels_dagster.core.authoring.prompts import author_environments
     from envduels_dagster.core.play.episode import PlayConfig, play_pair
     from envduels_dagster.core.requests.plan import planned_pairs
@@ -64,7 +64,7 @@ async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, af
             for a in registry.authors:
                 eps = read_table(conn, "episodes", {"author": a, "round": rnd - 1})
                 others = [h for h in hints if h not in {e.hint for e in envs[a]}]
-                envs[a] = await harden_author(gw, a, rnd, envs[a], eps, others, 1500, None)
+                envs[a] = await harden_author(gw, a, rnd, HardeningInputs(envs[a], eps, others), 1500, None)
         for a, specs in envs.items():
             replace_rows(conn, "environments", environments_frame(specs, "1", now), {"author": a, "round": rnd})
         if rnd == 0 and after_authoring is not None:

@@ -387,7 +387,7 @@ def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
     import asyncio
     from types import SimpleNamespace
 
-    from envduels_dagster.core.authoring.hardening import harden_author
+    from envduels_dagster.core.authoring.hardening import HardeningInputs, harden_author
     from envduels_dagster.core.models import ChatResponse
     from envduels_dagster.core.protocol import EnvironmentSpec
 
@@ -403,7 +403,7 @@ def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
                                 completion_tokens=10)
 
     peers = pd.DataFrame(columns=["env_id", "solver", "condition", "seed", "status", "transcript"])
-    (child,) = asyncio.run(harden_author(Gw(), "a", 1, [parent], peers, [], 2000, None))
+    (child,) = asyncio.run(harden_author(Gw(), "a", 1, HardeningInputs([parent], peers, []), 2000, None))
     assert child.parent_env_id == "a.r0.0" and child.author_meta.get("keep")
     assert (child.author_calls, child.author_prompt_tokens, child.author_completion_tokens) == (1, 100, 10)
     assert child.author_cost_usd == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6)
