@@ -168,7 +168,7 @@ def test_one_failing_pair_keeps_the_others_and_a_rerun_replays_without_duplicate
 
 
 def test_a_ranged_run_gets_the_provider_its_solvers_share():
-    from envduels_dagster.run_coordinator import provider_for
+    from envduels_dagster.instance.run_coordinator import provider_for
 
     pools = {"a": "p", "b": "p", "c": "q"}
     order = ["a", "b", "c"]

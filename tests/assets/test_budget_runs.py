@@ -125,7 +125,7 @@ def test_a_run_over_budget_from_its_first_call_stops_with_the_reason_and_writes_
     assert "expert x apprentice stopped at budget before any episode finished; nothing was written" in failures
     assert "model 'apprentice''s budget_usd of $1e-06 would be passed" in failures
     assert "left, the next call of 'apprentice'" in failures and "raise its budget_usd and re-run" in failures
-    from envduels_dagster.demo import _budget_stop  # the demo's line for such a run: not just "see run ..."
+    from envduels_dagster.cli.demo import _budget_stop  # the demo's line for such a run: not just "see run ..."
 
     line = _budget_stop(result)
     assert line.startswith(": ") and "stopped at budget before any episode finished" in line and "left" in line

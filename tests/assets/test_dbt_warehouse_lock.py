@@ -14,7 +14,7 @@ import time
 import duckdb
 import pytest
 
-from envduels_dagster.dbt_warehouse import attach_warehouse
+from envduels_dagster.dbt_plugins.warehouse import attach_warehouse
 
 HOLD = """
 import sys, time, duckdb

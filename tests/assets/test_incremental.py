@@ -17,9 +17,9 @@ import pytest
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
 from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
 from envduels_dagster.assets.registry.sensors import build_requests_sensor
+from envduels_dagster.cli.demo import materialize_all
 from envduels_dagster.core.requests.stages import RequestBook
 from envduels_dagster.core.requests.staleness import new_model_plan, stale_plan
-from envduels_dagster.demo import materialize_all
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
 

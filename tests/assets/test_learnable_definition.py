@@ -14,8 +14,8 @@ import duckdb
 import pandas as pd
 import pytest
 
+from envduels_dagster.cli.demo import materialize_all
 from envduels_dagster.core.training.training_set import TrainingRule, build_training_set
-from envduels_dagster.demo import materialize_all
 from tests.assets.test_roles import THREE_AUTHORS_ONE_LEARNER, write_roles
 from tests.helpers.pipeline import pipeline_resources
 

@@ -13,9 +13,9 @@ import dagster as dg
 import pytest
 
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVERS_PARTITION
+from envduels_dagster.cli.demo import materialize_all
 from envduels_dagster.core.requests.roster import RosterError
 from envduels_dagster.core.requests.stages import RequestBook
-from envduels_dagster.demo import materialize_all
 from tests.assets.test_incremental import finish, keys_of, quiet_resources, tick  # noqa: F401 - fixture
 from tests.helpers.pipeline import pipeline_resources
 

@@ -82,7 +82,7 @@ def test_a_model_without_a_price_costs_none_never_zero():
 
 def test_known_costs_and_outcomes_give_the_expected_per_dollar_figures_and_the_cheaper_better_author_first():
     envs, eps = warehouse()
-    table, mix = author_value(envs, eps, LEARNER, ValueConfig(budget_usd=10.0, n_boot=500))
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(projection_budget_usd=10.0, n_boot=500))
     t = table.set_index("author")
     p = p_learnable(envs, eps)
     full, never = p["cheap.r0.0"], p["cheap.r0.3"]
@@ -119,7 +119,7 @@ def test_known_costs_and_outcomes_give_the_expected_per_dollar_figures_and_the_c
 
 def test_when_cheap_is_not_cheap_the_better_writer_wins_and_a_share_cap_splits_the_budget():
     envs, eps = warehouse(cheap_cost=0.20)
-    table, mix = author_value(envs, eps, LEARNER, ValueConfig(budget_usd=10.0, max_share=0.5, n_boot=300))
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(projection_budget_usd=10.0, max_share=0.5, n_boot=300))
     t = table.set_index("author")
     p = p_learnable(envs, eps)
     cheap = 3 * p["cheap.r0.0"] + p["cheap.r0.3"]
@@ -279,7 +279,7 @@ def _materialize(path, learners):
     instance.add_dynamic_partitions("solvers", learners)
     return dg.materialize([asset, author_value_checks], instance=instance, partition_key=LEARNER,
                           resources={"warehouse": DuckDBResource(database=str(path)), "settings": DuelSettings(),
-                                     "value_settings": AuthorValueSettings(budget_usd=10.0, n_boot=300)})
+                                     "value_settings": AuthorValueSettings(projection_budget_usd=10.0, n_boot=300)})
 
 
 @pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)

@@ -59,7 +59,7 @@ def test_the_rank_figure_has_one_point_per_model_with_both_ranks():
 
 def test_the_reports_answer_is_the_author_value_tables_top_row_per_learner():
     envs, eps = warehouse()
-    table, mix = author_value(envs, eps, LEARNER, ValueConfig(budget_usd=10.0, n_boot=300))
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(projection_budget_usd=10.0, n_boot=300))
     ans = answers(table)
     top = table[table["rank"] == 1].iloc[0]
     assert ans.iloc[0]["learner"] == LEARNER and ans.iloc[0]["author"] == top["author"] == "cheap"
@@ -160,7 +160,7 @@ def test_the_ledger_is_read_without_being_created_or_changed(tmp_path):
 
 def test_heatmap_cells_the_answers_author_and_training_rows_link_to_the_pairs_episode_index():
     envs, eps = warehouse()
-    table, mix = author_value(envs, eps, LEARNER, ValueConfig(budget_usd=10.0, n_boot=300))
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(projection_budget_usd=10.0, n_boot=300))
     pages = {f"{a}|{LEARNER}": f"episodes/{a}__{LEARNER}.html" for a in table["author"]}
     lift = pd.DataFrame([{"round": 0, "author": "cheap", "solver": LEARNER, "is_self_pair": False, "n_envs": 3,
                           "lift": 0.2, "lift_ci_lower": 0.0, "lift_ci_upper": 0.4}])

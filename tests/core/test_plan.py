@@ -238,7 +238,7 @@ def test_the_pilot_states_its_price_and_runs_only_when_asked(monkeypatch, capsys
     planned = json.loads(max((home / "plans").glob("plan-*.json")).read_text())
     # the run: the same authoring and the pilot's episodes come from the call cache, and the plan holds
     from envduels_dagster.core.models.call_cache import open_call_cache
-    from envduels_dagster.settings import cache_location
+    from envduels_dagster.settings.locations import cache_location
 
     registry = load_registry(tmp_path / "models.yaml")
     conn = duckdb.connect(str(tmp_path / "run.duckdb"))

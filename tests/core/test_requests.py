@@ -90,7 +90,7 @@ def test_request_book_survives_its_cursor_and_ignores_an_old_style_cursor():
 
 
 def test_the_provider_tag_follows_the_model_a_run_calls_however_it_was_launched():
-    from envduels_dagster.run_coordinator import provider_for
+    from envduels_dagster.instance.run_coordinator import provider_for
 
     pools = {"a": "openai", "b": "envduels-sim"}
     pair = {"dagster/partition": "a|b", "dagster/partition/author": "a", "dagster/partition/solver": "b"}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from envduels_dagster.cli.demo import leaderboard
 from envduels_dagster.core.storage.warehouse import ensure_schema, replace_rows
-from envduels_dagster.demo import leaderboard
 
 
 def _episodes(solver: str, author: str, cold_wins: int, envs: int) -> list[dict]:

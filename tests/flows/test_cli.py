@@ -438,7 +438,7 @@ def test_every_command_checks_the_settings_first(cli_env, tmp_path):
 @pytest.mark.parametrize(("var", "value", "accepted"), [BAD_SETTINGS[4], BAD_SETTINGS[0], BAD_SETTINGS[7]])
 def test_loading_the_definitions_with_a_bad_setting_fails_with_the_same_line(monkeypatch, var, value, accepted):
     from envduels_dagster.definitions import build_definitions
-    from envduels_dagster.env_settings import SettingsError
+    from envduels_dagster.settings.variables import SettingsError
 
     monkeypatch.setenv(var, value)
     build_definitions.cache_clear()
@@ -450,7 +450,7 @@ def test_loading_the_definitions_with_a_bad_setting_fails_with_the_same_line(mon
 
 
 def test_good_settings_are_read_with_their_types_and_defaults():
-    from envduels_dagster.env_settings import check_settings
+    from envduels_dagster.settings.variables import check_settings
 
     values = check_settings({"ENVDUELS_ROUNDS": " 2 ", "ENVDUELS_STALE_INTERVAL_S": "0.5", "ENVDUELS_PANEL_MODE": "Live",
                              "ENVDUELS_SEEDS": ""})
@@ -634,7 +634,7 @@ def test_a_warehouse_locked_by_another_process_gets_the_friendly_message(tmp_pat
 
     import duckdb
 
-    from envduels_dagster.cli_errors import describe
+    from envduels_dagster.cli.errors import describe
 
     path = envduels_home / "warehouse.duckdb"
     envduels_home.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from envduels_dagster.run_launcher import process_started_at
+from envduels_dagster.instance.run_launcher import process_started_at
 from tests.flows.test_cli import ENVDUELS, cli_env  # noqa: F401 - the fixture
 
 

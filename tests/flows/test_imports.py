@@ -178,7 +178,7 @@ def test_a_solver_version_bump_makes_its_import_pairs_stale_in_round_zero_only()
 
 @pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_a_failed_import_run_names_the_run_and_the_problem_and_writes_nothing(tmp_path, envduels_home, monkeypatch):
-    from envduels_dagster.importing import run_import
+    from envduels_dagster.cli.importing import run_import
 
     monkeypatch.setenv("DAGSTER_HOME", str(envduels_home / "dagster"))
     run = run_import("import:gone", tmp_path / "no-such-export")  # e.g. a staged copy deleted under the run

@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from envduels_dagster.instance_storage import MAX_OPEN_SHARDS, PooledSqliteEventLogStorage, PooledSqliteStorage
+from envduels_dagster.instance.storage import MAX_OPEN_SHARDS, PooledSqliteEventLogStorage, PooledSqliteStorage
 
 REPO = Path(__file__).resolve().parents[2]
 

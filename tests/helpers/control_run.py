@@ -28,7 +28,7 @@ def run_control(tmp: Path, registry_name: str, envs_per_author: int, seeds: tupl
     ``authoring_progress``: its plain values). ``learners=False``: without the per-learner assets and studies."""
     import dagster as dg
 
-    from envduels_dagster.demo import materialize_all
+    from envduels_dagster.cli.demo import materialize_all
     from tests.helpers.pipeline import pipeline_resources
 
     registry = tmp / "models.yaml"

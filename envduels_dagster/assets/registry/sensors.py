@@ -30,10 +30,10 @@ from envduels_dagster.core.models.registry import Registry, RegistryError, load_
 from envduels_dagster.core.requests.roster import Roster
 from envduels_dagster.core.requests.stages import RequestBook, next_step, plan_newcomers, plan_refresh, plan_stale
 from envduels_dagster.core.storage.experiment_file import ExperimentFileError
-from envduels_dagster.env_settings import float_value, sensor_interval, value
-from envduels_dagster.experiment import ignored_variables
-from envduels_dagster.experiment import stored as stored_settings
 from envduels_dagster.resources import DuelSettings
+from envduels_dagster.settings.experiment import ignored_variables
+from envduels_dagster.settings.experiment import stored as stored_settings
+from envduels_dagster.settings.variables import float_value, sensor_interval, value
 
 PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests/stages.py and the README
 STALE_INTERVAL_ENV = "ENVDUELS_STALE_INTERVAL_S"  # how often to look for stale partitions (default hourly)

@@ -31,7 +31,7 @@ def _safe(name: str) -> str:
 
 
 def report_dir():
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     return envduels_home() / "reports" / "experiment"
 
@@ -72,7 +72,7 @@ def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     from envduels_dagster.core.report import experiment as rep
     from envduels_dagster.core.report.spend import read_ledger, read_pilot_costs
     from envduels_dagster.core.value.chart import value_sentence
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     round_ = settings.rankings_round
     folder = report_dir()

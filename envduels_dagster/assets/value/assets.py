@@ -87,7 +87,8 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status, model_calls, cost_usd "
                                 "FROM episodes").df()
     s = value_settings
-    config = ValueConfig(budget_usd=s.budget_usd, budget_calls=s.budget_calls, max_share=s.max_share,
+    config = ValueConfig(projection_budget_usd=s.projection_budget_usd,
+                         projection_budget_calls=s.projection_budget_calls, max_share=s.max_share,
                          min_envs=s.min_envs, n_boot=s.n_boot)
     table, mix = compute_author_value(envs, episodes, learner, config, cold_ceiling=settings.training_cold_ceiling,
                                       min_hint=settings.training_min_hint)
@@ -109,13 +110,13 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
         "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, "author_value_mix"),
-        "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
+        "budget": dg.MetadataValue.json({"usd": s.projection_budget_usd, "calls": s.projection_budget_calls, "max_share": s.max_share}),
         **table_metadata(warehouse, "author_value", {"learner": learner}),  # the column descriptions last
     }))
 
 
 def _chart_path(learner: str):
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     folder = envduels_home() / "reports" / "author_value"
     folder.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from envduels_dagster.project_files import project_file
+from envduels_dagster.core.storage.project_files import project_file
 
 FAST_PREFIXES = ("openai", "hosted_vllm")
 
@@ -48,7 +48,7 @@ MAX_PRICE_PER_MTOK = 10_000.0  # US dollars per million tokens (the dearest list
 MAX_BUDGET_USD = 10_000_000.0
 MAX_PER_MINUTE = 1_000_000.0  # requests per minute
 MAX_TOKENS_PER_MINUTE = 1e10
-# The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/project_files.py).
+# The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/core/storage/project_files.py).
 DEFAULT_REGISTRY = project_file("models.yaml")
 
 

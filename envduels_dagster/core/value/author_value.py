@@ -123,12 +123,12 @@ def _ratio(num: float, den: float, scale: float = 1.0) -> float:
 @dataclass(frozen=True)
 class ValueConfig:
     """How the value question is answered (the ``ValueSettings`` resource, plus the bootstrap's seed): the
-    budget the mix splits (``budget_usd`` when authors are priced, else ``budget_calls``; at most ``max_share`` of
+    budget the mix splits (``projection_budget_usd`` when authors are priced, else ``projection_budget_calls``; at most ``max_share`` of
     it per author), the sample an author needs to be ranked (``min_envs`` lineages) and the bootstrap
     (``n_boot`` replicates drawn from ``seed``)."""
 
-    budget_usd: float = 100.0
-    budget_calls: float = 10_000
+    projection_budget_usd: float = 100.0  # not a spending cap (that is the registry's budget_usd)
+    projection_budget_calls: float = 10_000
     max_share: float = 1.0
     min_envs: int = MIN_ENVS
     n_boot: int = 2000
@@ -194,7 +194,8 @@ def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, confi
         rows.append(row)
         reps[author] = rep
     table = pd.DataFrame(rows, columns=COLUMNS)
-    return _rank(table, reps), _mix(table, reps, learner, config.budget_usd, config.budget_calls, config.max_share)
+    return _rank(table, reps), _mix(table, reps, learner, config.projection_budget_usd, config.projection_budget_calls,
+                                         config.max_share)
 
 
 def _rank(table: pd.DataFrame, reps: dict) -> pd.DataFrame:

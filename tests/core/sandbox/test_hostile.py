@@ -577,8 +577,8 @@ def private_home(monkeypatch):
     between the sandbox and the files when the mount namespace is off."""
     import duckdb
 
-    from envduels_dagster import settings
     from envduels_dagster.core.models.call_cache import CallCache
+    from envduels_dagster.settings import locations as settings
 
     base = tempfile.mkdtemp(prefix="envduels-home-", dir=os.environ.get("TMPDIR") or "/tmp")
     os.chmod(base, 0o711)

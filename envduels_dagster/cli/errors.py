@@ -69,7 +69,7 @@ def describe(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
     if isinstance(exc, UnicodeDecodeError):
         return f"{getattr(args, 'path', '')}: not UTF-8 text ({exc.reason}); save it as UTF-8", EXIT_BAD_INPUT
     if _is_duckdb_lock(exc):
-        from envduels_dagster.settings import warehouse_path
+        from envduels_dagster.settings.locations import warehouse_path
 
         return (f"warehouse {warehouse_path()} is in use by another process (a Dagster run or a dbt build?); "
                 "wait for it to finish and run again"), EXIT_FAILED

@@ -34,7 +34,7 @@ def stored() -> ExperimentSettings | None:
 
 
 def _env_or_default(name: str) -> int:
-    from envduels_dagster.env_settings import int_value
+    from envduels_dagster.settings.variables import int_value
 
     return int_value(SIZE_ENV[name])  # the variable when set (its range checked), else its default
 
@@ -99,7 +99,7 @@ def changes(new: ExperimentSettings) -> list[str] | None:
 
 def store(settings: ExperimentSettings, written_by: str) -> Path:
     """Write the experiment's settings (the one writer): ENVDUELS_HOME is created (0700) when missing."""
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     return write(envduels_home(), settings, written_by)
 

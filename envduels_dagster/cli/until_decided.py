@@ -47,8 +47,8 @@ def decisions(envs, episodes, learners: list[str]) -> dict:
 
 
 def read_warehouse():
-    from envduels_dagster.demo import _read
-    from envduels_dagster.settings import warehouse_location
+    from envduels_dagster.cli.demo import _read
+    from envduels_dagster.settings.locations import warehouse_location
 
     with _read(warehouse_location(), 60.0) as conn:
         envs = conn.execute("SELECT * FROM environments").df()
@@ -103,8 +103,8 @@ def format_outcome(outcome: Outcome) -> str:
 
 def max_size_note(settings, max_envs: int) -> str:
     """What the largest wave would cost, stated before the run asks (the first wave's plan follows)."""
+    from envduels_dagster.cli.experiment_change import plan_for
     from envduels_dagster.core.requests.plan import fmt_count, fmt_usd
-    from envduels_dagster.experiment_change import plan_for
 
     _, plan = plan_for(dataclasses.replace(settings, envs_per_author=max_envs))
     t = plan.total()

@@ -8,7 +8,7 @@ calls and dollars used so far against the plan. The run itself is :func:`run_exp
 settings that returns a :class:`RunSummary`, so a caller can run it again with a larger experiment (a later
 wave of environments per author, ``with_envs``) without going through argparse.
 
-Where the settings come from and what a change does: ``envduels_dagster/experiment.py``.
+Where the settings come from and what a change does: ``envduels_dagster/settings/experiment.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import argparse
 import time
 from dataclasses import asdict, dataclass, field
 
+from envduels_dagster.cli.experiment_change import settle
 from envduels_dagster.core.storage.experiment_file import ExperimentSettings
-from envduels_dagster.experiment_change import settle
 
 
 @dataclass
@@ -66,10 +66,11 @@ def run_experiment(settings: ExperimentSettings, plan=None, log=print, written_b
     Calls already made (an earlier run, a pilot, a smaller wave) come from the call cache."""
     import dagster as dg
 
-    from envduels_dagster import experiment
+    from envduels_dagster.cli.demo import materialize_all
+    from envduels_dagster.cli.interrupts import quiet_orphan_watchers
     from envduels_dagster.definitions import build_definitions, build_resources
-    from envduels_dagster.demo import materialize_all, prepare_instance_home
-    from envduels_dagster.interrupts import quiet_orphan_watchers
+    from envduels_dagster.instance.home import prepare_instance_home
+    from envduels_dagster.settings import experiment
 
     experiment.store(settings, written_by)
     build_definitions.cache_clear()  # the round assets follow the stored rounds, also on a second call in a process
@@ -119,7 +120,7 @@ class _Usage:
 
     def _paid(self) -> tuple[int, float]:
         from envduels_dagster.core.models.budget import BudgetLedger, Caps, ledger_path_for
-        from envduels_dagster.settings import cache_location, envduels_home
+        from envduels_dagster.settings.locations import cache_location, envduels_home
 
         path = ledger_path_for(cache_location(), envduels_home())
         if not path.exists():
@@ -132,10 +133,10 @@ class _Usage:
         return int(sum(v["calls"] for v in spent.values())), float(sum(v["usd"] or 0.0 for v in spent.values()))
 
     def now(self, label: str, secs: float) -> StageProgress:
+        from envduels_dagster.cli.demo import _read
         from envduels_dagster.core.models.registry import load_registry
         from envduels_dagster.core.requests.plan_report import actual_from_warehouse
-        from envduels_dagster.demo import _read
-        from envduels_dagster.settings import warehouse_location
+        from envduels_dagster.settings.locations import warehouse_location
 
         with _read(warehouse_location(), 60.0) as conn:
             lines = actual_from_warehouse(conn, load_registry(self.settings.registry))
@@ -146,8 +147,8 @@ class _Usage:
                              paid - self.start[1], self.counted)
 
     def stopped_at_budget(self) -> int:
-        from envduels_dagster.demo import _read
-        from envduels_dagster.settings import warehouse_location
+        from envduels_dagster.cli.demo import _read
+        from envduels_dagster.settings.locations import warehouse_location
 
         with _read(warehouse_location(), 60.0) as conn:
             row = conn.execute("SELECT count(*) FROM episodes WHERE stop_reason = 'stopped_at_budget'").fetchone()
@@ -158,12 +159,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``envduels run``: pre-flight checks, the plan and the question, then :func:`run_experiment`."""
     import os
 
-    from envduels_dagster import experiment
+    from envduels_dagster.cli.demo import print_summary
     from envduels_dagster.core.models.budget import budget_from_env, caps_for
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.roster import Roster
-    from envduels_dagster.demo import print_summary
     from envduels_dagster.resources.duel_settings import settings_from_env
+    from envduels_dagster.settings import experiment
 
     if args.budget_usd is not None:
         os.environ["ENVDUELS_BUDGET_USD"] = repr(args.budget_usd)  # this process and the runs it executes
@@ -175,10 +176,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     Roster.from_registry(registry)
     caps_for(registry, budget_from_env())
     if getattr(args, "until_decided", False):  # issue 42: the most it can cost, before it asks
-        from envduels_dagster.until_decided import max_size_note
+        from envduels_dagster.cli.until_decided import max_size_note
 
         if args.max_envs < new.envs_per_author:
-            from envduels_dagster.cli_errors import UsageError
+            from envduels_dagster.cli.errors import UsageError
 
             raise UsageError(f"--max-envs {args.max_envs} is below the first wave's {new.envs_per_author} "
                              "environments per author")
@@ -189,7 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _keep(plan, new)
     t0 = time.perf_counter()
     if getattr(args, "until_decided", False):
-        from envduels_dagster.until_decided import format_outcome, run_until_decided
+        from envduels_dagster.cli.until_decided import format_outcome, run_until_decided
 
         outcome = _quiet(args, lambda: run_until_decided(new, plan, args.wave, args.max_envs, run_experiment,
                                                          log=lambda m: print(m, flush=True)))
@@ -215,7 +216,7 @@ def _quiet(args: argparse.Namespace, go):
     import contextlib
     import io
 
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     if getattr(args, "debug", False):
         return go()
@@ -239,7 +240,7 @@ def _keep(plan, settings: ExperimentSettings) -> None:
     import json
     import os
 
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     plans = envduels_home() / "plans"
     plans.mkdir(parents=True, exist_ok=True)
@@ -249,8 +250,10 @@ def _keep(plan, settings: ExperimentSettings) -> None:
         json.dumps(record, indent=1))
 
 
-def add_parser(add, _int_in, _float_in) -> None:
-    """The ``run`` subcommand (``add`` makes a subparser the way cli.py does; ``_int_in``/``_float_in``: its types)."""
+def add_parser(add) -> None:
+    """The ``run`` subcommand (``add`` makes a subparser the way ``cli/__init__.py`` does)."""
+    from envduels_dagster.cli.options import add_size_options, float_in, int_in
+
     p = add("run", help="run a real experiment on the registry's models (paid: priced and confirmed first)",
             description="Run the experiment on the registry's models, through Dagster, in this process: every "
                         "author writes its environments, every author x learner pair plays them cold and hinted, "
@@ -266,24 +269,16 @@ def add_parser(add, _int_in, _float_in) -> None:
             examples=("envduels run --envs-per-author 1 --seeds 2 --yes",))
     p.add_argument("--registry", metavar="FILE", help="the model registry (default: ENVDUELS_REGISTRY, else the "
                    "experiment's stored registry, else ./models.yaml)")
-    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
-                   help="environments each author writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else the "
-                        "stored setting, else 10)")
-    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None,
-                   help="benchmark seeds 0..N-1 per environment, 1..1000 (default: ENVDUELS_SEEDS, else stored, "
-                        "else 8)")
-    p.add_argument("--rounds", type=_int_in(0, 20, "--rounds"), default=None,
-                   help="hardening rounds after the first authoring, 0..20 (default: ENVDUELS_ROUNDS, else stored, "
-                        "else 1)")
-    p.add_argument("--budget-usd", type=_float_in(0.0, None, "--budget-usd"), default=None,
+    add_size_options(p)
+    p.add_argument("--budget-usd", type=float_in(0.0, None, "--budget-usd"), default=None,
                    help="stop spending at this many US dollars over every priced model, across runs (sets "
                         "ENVDUELS_BUDGET_USD for this run)")
     p.add_argument("--yes", action="store_true", help="start without asking (the plan is still printed)")
     p.add_argument("--until-decided", action="store_true",
                    help="add --wave environments per author after each run until every learner's answer is decided "
                         "(p_best >= 0.95), the budget cap stops play, or --max-envs is reached; says why it stopped")
-    p.add_argument("--wave", type=_int_in(1, 1000, "--wave"), default=4,
+    p.add_argument("--wave", type=int_in(1, 1000, "--wave"), default=4,
                    help="with --until-decided: environments per author each wave adds (default 4)")
-    p.add_argument("--max-envs", type=_int_in(1, 1000, "--max-envs"), default=64,
+    p.add_argument("--max-envs", type=int_in(1, 1000, "--max-envs"), default=64,
                    help="with --until-decided: the most environments per author it goes to (default 64)")
     p.set_defaults(func=cmd_run)

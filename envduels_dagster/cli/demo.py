@@ -8,33 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import shutil
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from envduels_dagster.project_files import project_file
-
-REPO_ROOT = project_file(".")  # the checkout, or the project files an installed wheel carries
 # How long the demo's summary waits for a warehouse another process is writing (a second demo's pair runs or
 # its dbt build, which holds the file for the whole build: 83 s measured at load 15 on 2 cores).
 SUMMARY_WAIT_S = 600.0
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-
-def prepare_instance_home() -> Path:
-    from envduels_dagster.settings import dagster_home, storage_profile
-
-    home = dagster_home()
-    os.environ["DAGSTER_HOME"] = str(home)
-    target = home / "dagster.yaml"
-    # The shared profile's instance is on Postgres (deploy/dagster-postgres.yaml, docs/DEPLOY.md).
-    source = REPO_ROOT / ("deploy/dagster-postgres.yaml" if storage_profile() == "shared" else "dagster.yaml")
-    if not target.exists() and source.exists():
-        shutil.copy(source, target)
-    return home
 
 
 def _partitions_kind(asset) -> str:
@@ -82,14 +63,16 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     from envduels_dagster.assets.registry.assets import model_registry
     from envduels_dagster.assets.registry.partitions import pair_key, register_roster
     from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG, dimension_orders, stage_job_name
+    from envduels_dagster.cli.demo_prefetch import prefetch_authoring
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.batching import pair_batches
     from envduels_dagster.core.requests.roster import Roster
     from envduels_dagster.core.requests.stages import Stage
     from envduels_dagster.definitions import build_definitions, build_resources
-    from envduels_dagster.demo_prefetch import prefetch_authoring
-    from envduels_dagster.run_coordinator import PROVIDER_TAG
-    from envduels_dagster.run_launcher import worker_tags  # a killed demo's run is then failed by run monitoring
+    from envduels_dagster.instance.run_coordinator import PROVIDER_TAG
+    from envduels_dagster.instance.run_launcher import (
+        worker_tags,  # a killed demo's run is then failed by run monitoring
+    )
 
     resources = resources or build_resources()
     gateway: Any = resources["gateway"]
@@ -229,7 +212,7 @@ def _interrupted(result) -> bool:
 def _read(database: str, wait_s: float):
     """A read-only connection to ``database`` that waits up to ``wait_s`` for another process's write lock."""
     from envduels_dagster.core.storage.location import Warehouse, is_ducklake
-    from envduels_dagster.settings import lake_data_path
+    from envduels_dagster.settings.locations import lake_data_path
 
     def say(line: str) -> None:
         print(line, flush=True)
@@ -292,16 +275,17 @@ def author_value_answer(database: str, wait_s: float = 0.0) -> str:
 def run_demo(envs_per_author: int | None = None, seeds: int | None = None, rounds: int | None = None,
              yes: bool = False) -> int:
     """The whole pipeline on the registry's models; sizes: the flags, else ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS
-    / ENVDUELS_ROUNDS, else the experiment's stored settings, else 10, 8 and 1 (envduels_dagster/experiment.py).
+    / ENVDUELS_ROUNDS, else the experiment's stored settings, else 10, 8 and 1 (envduels_dagster/settings/experiment.py).
     They are stored with the experiment; a later demo that changes them says so and prices it first (``yes``)."""
     import dagster as dg
 
-    from envduels_dagster import experiment
+    from envduels_dagster.cli.experiment_change import settle
+    from envduels_dagster.cli.interrupts import quiet_orphan_watchers
     from envduels_dagster.definitions import build_resources
-    from envduels_dagster.experiment_change import settle
-    from envduels_dagster.interrupts import quiet_orphan_watchers
+    from envduels_dagster.instance.home import prepare_instance_home
     from envduels_dagster.resources.duel_settings import settings_from_env
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings import experiment
+    from envduels_dagster.settings.locations import envduels_home
 
     new, sources = experiment.requested({"envs_per_author": envs_per_author, "seeds": seeds, "rounds": rounds})
     # a bad ENVDUELS_* size fails here, before anything is written
@@ -335,7 +319,8 @@ def print_summary(counts: dict, wait_s: float = SUMMARY_WAIT_S) -> None:
     """What the demo prints after its runs: read from the warehouse, which a second demo (or a dbt build) may
     be writing: each read waits up to ``wait_s`` for its lock (issue 33: the second of two concurrent demos
     exited 1 here after all its runs had succeeded), then fails with the CLI's lock message."""
-    from envduels_dagster.settings import envduels_home, storage_profile, warehouse_location
+    from envduels_dagster.settings.locations import envduels_home, storage_profile, warehouse_location
+    from envduels_dagster.settings.variables import is_set
 
     print(author_value_answer(warehouse_location(), wait_s) + "\n")
     print(leaderboard(warehouse_location(), wait_s=wait_s))
@@ -346,24 +331,10 @@ def print_summary(counts: dict, wait_s: float = SUMMARY_WAIT_S) -> None:
     print(f"  tables: {', '.join(tables)}")
     print(f"Training exports: {envduels_home() / 'exports'}/<learner>/latest "
           "(python: envduels_dagster.api.load_training_set)")
-    home_var = f"ENVDUELS_HOME={envduels_home()} " if os.environ.get("ENVDUELS_HOME") else ""
+    home_var = f"ENVDUELS_HOME={envduels_home()} " if is_set("ENVDUELS_HOME") else ""
     print(f"Open the Dagster UI on these runs:  {home_var}make ui   (then http://127.0.0.1:3000; "
           f"runs tagged envduels/request={counts.get('request', 'demo-*')})")
     report = envduels_home() / "reports" / "experiment" / "index.html"
     if report.is_file():
         print(f"\nThe experiment report (which author to pay, leaderboard, lift heatmap, ranks, training sets, "
               f"episodes):\n  {report.as_uri()}   (envduels report prints it again)")
-
-
-def open_ui(host: str, port: int) -> int:
-    """``dagster dev`` on the instance until Ctrl-C/SIGTERM, which stop its whole process tree (ui_process)."""
-    from envduels_dagster.ui_process import run_ui
-
-    prepare_instance_home()
-    dagster = Path(sys.executable).with_name("dagster")
-
-    def cmd(p: int) -> list[str]:
-        return [str(dagster), "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-h", host, "-p", str(p)]
-
-    print("Starting:", " ".join(cmd(port)), f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
-    return run_ui(cmd, host, port, REPO_ROOT)

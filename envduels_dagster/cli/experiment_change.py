@@ -12,11 +12,11 @@ from envduels_dagster.core.storage.experiment_file import ExperimentSettings
 
 def plan_for(settings: ExperimentSettings):
     """The plan (core/requests/plan.py) of ``settings``: rates measured by earlier runs and a pilot where there are."""
+    from envduels_dagster.cli.plan import known_rates
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
-    from envduels_dagster.plan_command import known_rates
     from envduels_dagster.resources.duel_settings import settings_from_env
-    from envduels_dagster.settings import warehouse, warehouse_location
+    from envduels_dagster.settings.locations import warehouse, warehouse_location
 
     registry = load_registry(settings.registry)
     sizes = PlanSettings(envs_per_author=settings.envs_per_author, seeds=settings.seeds, rounds=settings.rounds)
@@ -35,11 +35,11 @@ def settle(new: ExperimentSettings, sources: dict[str, str], command: str, yes: 
     print what changes and the plan's price, and go on only with ``yes`` or a "y" typed at a terminal (the
     caller then stores ``new``; nothing stored yet: nothing to ask about unless ``always_ask``). Refused:
     UsageError, and nothing was run or written. Returns the plan it printed (None when it printed none)."""
-    from envduels_dagster import experiment
-    from envduels_dagster.cli_errors import UsageError
+    from envduels_dagster.cli.errors import UsageError
     from envduels_dagster.core.models.budget import budget_from_env
     from envduels_dagster.core.requests.plan import fmt_count, fmt_usd
     from envduels_dagster.core.requests.plan_report import format_plan
+    from envduels_dagster.settings import experiment
 
     out = out or sys.stdout
     changed = experiment.changes(new)

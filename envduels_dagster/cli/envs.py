@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from envduels_dagster.cli_errors import UsageError
+from envduels_dagster.cli.errors import UsageError
 
 
 def find_class(source: str, path: Path) -> str:
@@ -133,7 +133,7 @@ def json_line(value) -> str:
 
 def default_limiter():
     from envduels_dagster.core.models import open_limiter
-    from envduels_dagster.settings import cache_location
+    from envduels_dagster.settings.locations import cache_location
 
     return open_limiter(cache_location())
 
@@ -142,13 +142,13 @@ def default_ledger(registry):
     """The budget ledger beside the call cache (None with no cap): ``play`` spends under the same caps as a run
     (issue 44: it made 10 priced calls past ENVDUELS_BUDGET_USD and recorded none)."""
     from envduels_dagster.core.models.budget import open_ledger
-    from envduels_dagster.settings import cache_location, envduels_home
+    from envduels_dagster.settings.locations import cache_location, envduels_home
 
     return open_ledger(registry, cache_location(), envduels_home())
 
 
 def default_cache():
     from envduels_dagster.core.models.call_cache import open_call_cache
-    from envduels_dagster.settings import cache_location
+    from envduels_dagster.settings.locations import cache_location
 
     return open_call_cache(cache_location())

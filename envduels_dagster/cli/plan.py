@@ -15,7 +15,7 @@ def run_plan(args: argparse.Namespace) -> int:
     import sys
     import time
 
-    from envduels_dagster.cli_envs import json_line
+    from envduels_dagster.cli.envs import json_line
     from envduels_dagster.core.models.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
@@ -28,14 +28,14 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     from envduels_dagster.core.requests.roster import Roster
     from envduels_dagster.resources.duel_settings import settings_from_env
-    from envduels_dagster.settings import cache_location, envduels_home, warehouse, warehouse_location
+    from envduels_dagster.settings.locations import cache_location, envduels_home, warehouse, warehouse_location
 
     if args.yes and not args.pilot:
-        from envduels_dagster.cli_errors import UsageError
+        from envduels_dagster.cli.errors import UsageError
 
         raise UsageError("--yes only goes with --pilot (it runs the pilot without asking)")
     if args.pilot and args.compare is not None:
-        from envduels_dagster.cli_errors import UsageError
+        from envduels_dagster.cli.errors import UsageError
 
         raise UsageError("--pilot and --compare do not go together: the pilot comes before the run, the "
                          "comparison after it")
@@ -44,7 +44,7 @@ def run_plan(args: argparse.Namespace) -> int:
     caps_for(registry, overall)  # a cap that cannot be enforced is refused here, as a run would refuse it
     Roster.from_registry(registry)  # so are roles that make no experiment (solver-only, author-only: issue 44)
     # sizes: the flags, else the variables, else the experiment's stored settings, else the defaults (experiment.py)
-    from envduels_dagster import experiment
+    from envduels_dagster.settings import experiment
 
     new, _ = experiment.requested({"envs_per_author": args.envs_per_author, "seeds": args.seeds,
                                    "rounds": args.rounds})
@@ -64,7 +64,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.compare is not None:
         kept = Path(args.compare) if args.compare else max(plans.glob("plan-*.json"), default=None)
         if kept is None or not kept.is_file():
-            from envduels_dagster.cli_errors import UsageError
+            from envduels_dagster.cli.errors import UsageError
 
             raise UsageError(f"no kept plan to compare with ({args.compare or plans}); run 'envduels plan' first")
         planned = json.loads(kept.read_text())
@@ -165,7 +165,7 @@ def answer_sizes(conn, registry, settings, measured: dict, concurrency: int) -> 
 
 def pilot_path():
     """The pilot's own warehouse (``envduels plan --pilot``): its partial pairs never mix with the run's."""
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     return envduels_home() / "plans" / "pilot.duckdb"
 
@@ -206,9 +206,9 @@ def run_pilot_command(args, registry, settings, duel, measured: dict, authored: 
     a second is refused before it pays for anything, naming the first."""
     import sys
 
+    from envduels_dagster.cli.process_lock import exclusive
     from envduels_dagster.core.requests.pilot import PILOT_SEEDS, envs_per_pair
     from envduels_dagster.core.requests.plan import PlanSettings, fmt_count, fmt_usd, plan_experiment
-    from envduels_dagster.process_lock import exclusive
 
     out = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the plan's JSON
     n = envs_per_pair(len(registry.authors))
@@ -244,7 +244,7 @@ def _pilot(registry, settings, duel, plan, path, out) -> str:
     from envduels_dagster.core.models.budget import open_ledger
     from envduels_dagster.core.models.call_cache import open_call_cache
     from envduels_dagster.core.requests.pilot import PilotConfig, run_pilot
-    from envduels_dagster.settings import cache_location, envduels_home
+    from envduels_dagster.settings.locations import cache_location, envduels_home
 
     cache = cache_location()
     gateway = Gateway(registry, open_call_cache(cache), RetryPolicy(), ledger=open_ledger(registry, cache, envduels_home()),
@@ -259,7 +259,8 @@ def _pilot(registry, settings, duel, plan, path, out) -> str:
                 config = PilotConfig(tuple(registry.authors), tuple(plan.pairs), settings.envs_per_author,
                                      tuple(duel.benchmark_seeds), authoring_plan=duel.authoring_plan(),
                                      concurrency=duel.episode_concurrency)
-                return await run_pilot(gateway, config, conn, on_progress=lambda msg: print(f"  pilot: {msg}", file=out, flush=True))
+                return await run_pilot(gateway, config, conn,
+                                       on_progress=lambda msg: print(f"  pilot: {msg}", file=out, flush=True))
         finally:
             await gateway.aclose()
 

@@ -15,7 +15,7 @@ Configured in ``dagster.yaml``::
 
     storage:
       custom:
-        module: envduels_dagster.instance_storage
+        module: envduels_dagster.instance.storage
         class: PooledSqliteStorage
         config:
           base_dir:

@@ -111,3 +111,19 @@ def run_ui(cmd_for_port, host: str, port: int, cwd: Path, grace_s: float = 20.0)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def open_ui(host: str, port: int) -> int:
+    """``dagster dev`` on the instance until Ctrl-C/SIGTERM, which stop its whole process tree (``run_ui``)."""
+    from envduels_dagster.core.storage.project_files import project_file
+    from envduels_dagster.instance.home import prepare_instance_home
+
+    project = project_file(".")  # the checkout, or the project files an installed wheel carries
+    prepare_instance_home()
+    dagster = Path(sys.executable).with_name("dagster")
+
+    def cmd(p: int) -> list[str]:
+        return [str(dagster), "dev", "-w", str(project / "workspace.yaml"), "-h", host, "-p", str(p)]
+
+    print("Starting:", " ".join(cmd(port)), f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']})", flush=True)
+    return run_ui(cmd, host, port, project)

@@ -17,7 +17,7 @@ class UsageError(Exception):
 
 def _read_warehouse():
     """A read-only connection to this profile's warehouse, or a UsageError saying where it was looked for."""
-    from envduels_dagster.settings import storage_profile, warehouse, warehouse_path
+    from envduels_dagster.settings.locations import storage_profile, warehouse, warehouse_path
 
     if storage_profile() != "shared" and not warehouse_path().is_file():
         raise UsageError(f"no warehouse at {warehouse_path()}: run the pipeline first (envduels demo), or set "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[2]  # envduels_dagster/ (this file: core/storage/)
 CHECKOUT = _PACKAGE.parent
 PACKAGED = _PACKAGE / "_project"
 

@@ -34,10 +34,13 @@ def run_import(partition: str, export_dir: Path) -> ImportRun:
     import dagster as dg
 
     from envduels_dagster.assets.registry.partitions import register_import
+    from envduels_dagster.cli.demo import QUIET, _interrupted
+    from envduels_dagster.cli.interrupts import quiet_orphan_watchers
     from envduels_dagster.definitions import build_definitions
-    from envduels_dagster.demo import QUIET, _interrupted, prepare_instance_home
-    from envduels_dagster.interrupts import quiet_orphan_watchers
-    from envduels_dagster.run_launcher import worker_tags  # a killed import's run is then failed by run monitoring
+    from envduels_dagster.instance.home import prepare_instance_home
+    from envduels_dagster.instance.run_launcher import (
+        worker_tags,  # a killed import's run is then failed by run monitoring
+    )
 
     home = prepare_instance_home()
     quiet_orphan_watchers()  # Ctrl-C: no traceback from Dagster's per-step watcher (interrupts.py)
@@ -77,7 +80,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         stage_export,
     )
     from envduels_dagster.core.training.format import load_export
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     specs = load_export(args.path)  # raises before anything is written (duplicate or too many seeds too)
     if not specs:  # staging nothing failed later naming an internal .tmp-... path (issue 33)

@@ -10,14 +10,14 @@ messages.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
-from envduels_dagster import run_command
-from envduels_dagster.cli_envs import cmd_play, cmd_validate
-from envduels_dagster.cli_errors import UsageError  # re-exported: tests and commands raise it
-from envduels_dagster.cli_results import cmd_report, cmd_show
-from envduels_dagster.importing import cmd_import
+from envduels_dagster.cli import run as run_command
+from envduels_dagster.cli.envs import cmd_play, cmd_validate
+from envduels_dagster.cli.errors import UsageError  # re-exported: tests and commands raise it
+from envduels_dagster.cli.importing import cmd_import
+from envduels_dagster.cli.options import add_size_options, float_in, int_in
+from envduels_dagster.cli.results import cmd_report, cmd_show
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 SPENDING = ("demo", "run", "play", "plan")  # commands that call models under ENVDUELS_BUDGET_USD
@@ -52,37 +52,9 @@ class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpF
         return super()._get_help_string(action)
 
 
-def _int_in(low: int, high: int | None, what: str, span: str | None = None):
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 10)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            shown = span or (f"{low}..{high}" if high is not None else f">= {low}")
-            raise argparse.ArgumentTypeError(f"{what} {value} is outside {shown}")
-        return value
-    return parse
-
-
-def _float_in(low: float, high: float | None, what: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}") from None
-        if high is None and not math.isfinite(value):  # serve-sim --latency-ms inf never answered (issue 44)
-            raise argparse.ArgumentTypeError(f"{what} must be a finite number, got {text!r}")
-        if not (value >= low and (high is None or value <= high)):
-            span = f"{low}..{high}" if high is not None else f">= {low}"
-            raise argparse.ArgumentTypeError(f"{what} {text} is outside {span}")
-        return value
-    return parse
-
-
-SEED = _int_in(0, 2**64 - 1, "seed", "0..2**64-1")  # unsigned 64-bit, as everywhere (protocol.Seed)
-MAX_TURNS = _int_in(1, 200, "--max-turns")
-PORT = _int_in(0, 65535, "port")
+SEED = int_in(0, 2**64 - 1, "seed", "0..2**64-1")  # unsigned 64-bit, as everywhere (protocol.Seed)
+MAX_TURNS = int_in(1, 200, "--max-turns")
+PORT = int_in(0, 65535, "port")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -90,8 +62,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     import contextlib
     import io
 
-    from envduels_dagster.demo import run_demo
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.cli.demo import run_demo
+    from envduels_dagster.settings.locations import envduels_home
 
     sizes = {"envs_per_author": args.envs_per_author, "seeds": args.seeds, "rounds": args.rounds, "yes": args.yes}
     if args.debug:
@@ -110,7 +82,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from envduels_dagster.demo import open_ui
+    from envduels_dagster.cli.ui import open_ui
 
     return open_ui(args.host, args.port)
 
@@ -133,7 +105,7 @@ def _cmd_serve_sim(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from envduels_dagster.plan_command import run_plan
+    from envduels_dagster.cli.plan import run_plan
 
     return run_plan(args)
 
@@ -204,26 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "with the experiment ($ENVDUELS_HOME/experiment.json) for the UI, plan and later runs; for a "
                         "real, paid experiment use envduels run.",
             examples=("envduels demo --envs-per-author 1 --seeds 2",))
-    # defaults: ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS when set (as the daemon's runs read them), else 10 and 8
-    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
-                   help="environments each model writes, 1..1000 (default: ENVDUELS_ENVS_PER_AUTHOR, else the "
-                        "stored setting, else 10)")
-    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None,
-                   help="benchmark seeds 0..N-1 per environment, 1..1000 (default: ENVDUELS_SEEDS, else the stored "
-                        "setting, else 8)")
-    p.add_argument("--rounds", type=_int_in(0, 20, "--rounds"), default=None,
-                   help="hardening rounds, 0..20 (default: ENVDUELS_ROUNDS, else the stored setting, else 1)")
+    add_size_options(p)
     p.add_argument("--yes", action="store_true", help="change the experiment's stored sizes without asking")
     p.set_defaults(func=_cmd_demo)
-    run_command.add_parser(add, _int_in, _float_in)
+    run_command.add_parser(add)
 
     p = add("plan", help="what the configured experiment will spend (calls, tokens, dollars, hours) before it runs",
             examples=("envduels plan --envs-per-author 2 --seeds 4", "envduels plan --json --defaults-only"))
-    p.add_argument("--envs-per-author", type=_int_in(1, 1000, "--envs-per-author"), default=None,
-                   help="default: ENVDUELS_ENVS_PER_AUTHOR, else 10")
-    p.add_argument("--seeds", type=_int_in(1, 1000, "--seeds"), default=None, help="default: ENVDUELS_SEEDS, else 8")
-    p.add_argument("--rounds", type=_int_in(0, 20, "--rounds"), default=None,  # ENVDUELS_ROUNDS' range: as the run
-                   help="hardening rounds; default: ENVDUELS_ROUNDS, else 1")
+    add_size_options(p)
     p.add_argument("--defaults-only", action="store_true",
                    help="ignore rates measured by earlier runs in the warehouse")
     p.add_argument("--compare", nargs="?", const="", default=None, metavar="PLAN.json",
@@ -242,24 +202,24 @@ def build_parser() -> argparse.ArgumentParser:
             examples=("envduels serve-sim --port 0 --latency-ms 50 --fault-rate 0.1",))
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=PORT, default=8765, help="port to listen on; 0 picks a free port (printed on start)")
-    p.add_argument("--latency-ms", type=_float_in(0.0, None, "--latency-ms"), default=0.0,
+    p.add_argument("--latency-ms", type=float_in(0.0, None, "--latency-ms"), default=0.0,
                    help="added latency per reply, in milliseconds")
-    p.add_argument("--fault-rate", type=_float_in(0.0, 1.0, "--fault-rate"), default=0.0,
+    p.add_argument("--fault-rate", type=float_in(0.0, 1.0, "--fault-rate"), default=0.0,
                    help="share of requests that fail (429/500/timeout/malformed)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the fault sequence")
-    p.add_argument("--timeout-fault-s", type=_float_in(0.0, None, "--timeout-fault-s"), default=30.0,
+    p.add_argument("--timeout-fault-s", type=float_in(0.0, None, "--timeout-fault-s"), default=30.0,
                    help="how long an injected timeout hangs")
     p.add_argument("--api-key-env", help="require the key held in this environment variable")
-    p.add_argument("--rpm", type=_float_in(0.0, None, "--rpm"), default=None,
+    p.add_argument("--rpm", type=float_in(0.0, None, "--rpm"), default=None,
                    help="hold a requests-per-minute limit: past it, 429 with Retry-After (as a provider account; 0: none)")
-    p.add_argument("--rpm-burst", type=_float_in(1.0, None, "--rpm-burst"), default=None,
+    p.add_argument("--rpm-burst", type=float_in(1.0, None, "--rpm-burst"), default=None,
                    help="requests the --rpm bucket holds at once (default: one second's worth)")
-    p.add_argument("--latency-sigma", type=_float_in(0.0, 5.0, "--latency-sigma"), default=0.0,
+    p.add_argument("--latency-sigma", type=float_in(0.0, 5.0, "--latency-sigma"), default=0.0,
                    help="latency ~ --latency-ms x lognormal(0, sigma): a provider's long tail")
-    p.add_argument("--reasoning-tokens", type=_int_in(0, 1_000_000, "--reasoning-tokens"), default=0,
+    p.add_argument("--reasoning-tokens", type=int_in(0, 1_000_000, "--reasoning-tokens"), default=0,
                    help="reply as a reasoning model spending this many tokens first (finish_reason length "
                         "past max_tokens)")
-    p.add_argument("--max-in-flight", type=_int_in(1, 100_000, "--max-in-flight"), default=None,
+    p.add_argument("--max-in-flight", type=int_in(1, 100_000, "--max-in-flight"), default=None,
                    help="hold a limit of calls in flight: past it, 429 (GET /health counts them either way)")
     p.add_argument("--hostile", choices=("huge", "gzip-bomb"), default=None,
                    help="answer every completion with a 512 MB body or a gzip bomb (bounded-reply tests)")
@@ -275,11 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an environment id (as the summary of a pair lists it) or a pair 'AUTHOR|SOLVER' (quoted)")
     p.add_argument("--solver", help="only this solver's episodes (default: every solver that played it)")
     p.add_argument("--seed", type=SEED, help="only this benchmark seed (default: every seed)")
-    p.add_argument("--round", type=_int_in(0, 100, "--round"), default=None, dest="round_",
+    p.add_argument("--round", type=int_in(0, 100, "--round"), default=None, dest="round_",
                    help="only this hardening round (default: every round)")
     p.add_argument("--transcripts", action="store_true",
                    help="after the summary, print each seed's cold and hinted conversation side by side")
-    p.add_argument("--width", type=_int_in(40, 400, "--width"), default=120, help="line width of the two columns")
+    p.add_argument("--width", type=int_in(40, 400, "--width"), default=120, help="line width of the two columns")
     p.add_argument("--json", action="store_true", help="one JSON object per episode, with its transcript")
     p.set_defaults(func=cmd_show)
 
@@ -314,8 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # usage errors: one line, exit 2 (_Parser.error)
     try:
-        from envduels_dagster.env_settings import check_settings
-        from envduels_dagster.interrupts import quiet_interrupts
+        from envduels_dagster.cli.interrupts import quiet_interrupts
+        from envduels_dagster.settings.variables import check_settings
 
         check_settings()  # every ENVDUELS_* range, before any command writes or spends anything (exit 2)
         if args.command in SPENDING:  # a bad ENVDUELS_BUDGET_USD: exit 2 before an instance or run exists (issue 44)
@@ -330,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         _report(args, "interrupted", EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one boundary: every failure becomes one line and an exit code
-        from envduels_dagster.cli_errors import describe
-        from envduels_dagster.interrupts import is_interrupt
+        from envduels_dagster.cli.errors import describe
+        from envduels_dagster.cli.interrupts import is_interrupt
 
         if is_interrupt(exc):  # a run that failed because it was interrupted (import waiting on a busy warehouse)
             _report(args, "interrupted", EXIT_INTERRUPTED)
@@ -358,6 +318,3 @@ def _report(args: argparse.Namespace, message: str, code: int) -> None:
         message += " (run again with --debug for the traceback)"
     print(f"envduels: error: {message}", file=sys.stderr)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

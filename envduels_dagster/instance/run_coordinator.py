@@ -8,7 +8,7 @@ the provider (registry ``pool``) of the model the run calls — the solver of a 
 authoring or hardening partition. Runs that call no model (marts, training sets) get no tag and only
 count against the global run limit.
 
-Configure it in dagster.yaml (``run_coordinator: module: envduels_dagster.run_coordinator, class:
+Configure it in dagster.yaml (``run_coordinator: module: envduels_dagster.instance.run_coordinator, class:
 ProviderTaggedRunCoordinator``); limits stay in the ``concurrency:`` block.
 """
 
