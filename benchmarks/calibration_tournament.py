@@ -12,7 +12,7 @@ with known population values:
   that puts models 0 > 1 > 2 > 0 in a cycle; ``seeds`` paired Bernoulli seeds per (e, s).
 
 env_solver_stats rows are the mart's per-environment means; the duels are the mart's Welch rule
-(``core.rankings.tournament.duels_from_stats``, equal to the dbt mart: tests/assets/test_marts.py). Two truths:
+(``core.rankings.tournament.duels_from_stats``, equal to the dbt mart: tests/assets/marts/test_marts.py). Two truths:
 
 * **population**: every duel decided by the sign of its population lift difference H_a + C_ab - H_b - C_ba
   (what "a's environments help more" means), BT with the same prior on that tournament, its zeta, and the

@@ -30,19 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from servers import sim_server
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--host", "127.0.0.1",
-                             "--port", "0", "--latency-ms", str(latency_ms)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
-    if not match:
-        proc.kill()
-        raise SystemExit(f"serve-sim did not start: {line!r}")
-    return proc, match.group(1)
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -102,7 +92,8 @@ def main() -> int:
     from envduels_dagster.core.play.episode import PlayConfig, play_pair
 
     workdir = Path(tempfile.mkdtemp(prefix="envduels-throughput-"))
-    server, base = start_server(args.latency_ms)
+    server = sim_server("--host", "127.0.0.1", "--latency-ms", str(args.latency_ms))
+    base = server.base
     spy = None
     try:
         registry_file = workdir / "models.yaml"
@@ -178,8 +169,7 @@ def main() -> int:
         server_cpu = _proc_cpu_s(server.pid)
         server_total_cpu = server_cpu
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        server.stop()
     from envduels_dagster.core.sandbox import shutdown_fork_server
 
     shutdown_fork_server()  # reaps the fork server, whose rusage holds its workers'

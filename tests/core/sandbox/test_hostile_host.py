@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
-from tests.core.sandbox.test_hostile import (  # noqa: F401 - world is a fixture
+from tests.helpers.hostile import (  # noqa: F401 - world is a fixture
     LIMITS,
     ROOMY,
     game,
@@ -333,7 +333,7 @@ if not SOLVED:
 def test_the_verdict_equals_what_play_shows(world, source, verdict, outcome):
     from envduels_dagster.core.authoring.validation import validate_environment
     from envduels_dagster.core.play.episode import PlayConfig, play_episode
-    from tests.core.sandbox.test_hostile import spec
+    from tests.helpers.hostile import spec
 
     result = asyncio.run(validate_environment(spec(source), LIMITS))
     assert result.winnability == verdict, result.reject_reason

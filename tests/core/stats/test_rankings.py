@@ -15,6 +15,8 @@ from envduels_dagster.core.rankings import convergence as conv
 from envduels_dagster.core.rankings import leaderboard as rk
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows
 from tests.helpers.paths import TESTS
+from tests.helpers.shapes import CODE, GRID
+from tests.helpers.synthetic_stats import panel_stats
 
 # ----------------------------------------------------------------------------------- Bradley-Terry
 
@@ -98,19 +100,6 @@ def test_discrimination_of_the_peer_panel():
     assert math.isnan(st.discrimination(np.array([0.5, np.nan])))
 
 
-def panel_stats(rng: np.random.Generator, skill: dict[str, float], envs_per_author: int = 6) -> pd.DataFrame:
-    """env_solver_stats-like rows: solver s passes cold with probability skill[s] on 4 seeds."""
-    rows = []
-    for author in skill:
-        for e in range(envs_per_author):
-            for solver, p in skill.items():
-                cold = (rng.random(4) < p).mean()
-                hint = (rng.random(4) < min(1.0, p + 0.3)).mean()
-                rows.append({"env_id": f"{author}.{e}", "author": author, "solver": solver,
-                             "domain": ["d1", "d2"][e % 2], "p_cold": cold, "p_hint": hint, "lift": hint - cold,
-                             "is_self_pair": author == solver})
-    return pd.DataFrame(rows)
-
 
 def test_compute_rankings_orders_solvers_with_intervals():
     skill = {"s1": 0.9, "s2": 0.6, "s3": 0.3, "s4": 0.05}
@@ -145,44 +134,6 @@ def test_compute_rankings_orders_solvers_with_intervals():
 
 
 # ------------------------------------------------------------------------------------- convergence
-
-GRID = '''
-class {name}:
-    def __init__(self, max_turns={turns}):
-        self.max_turns = max_turns
-
-    def reset(self, seed):
-        self.pos = [0, 0]
-        self.goal = [seed % {size}, {size} - 1]
-        return "You are at 0,0", {{}}
-
-    def step(self, action):
-        dx, dy = {{"east": (1, 0), "north": (0, 1)}}.get(action, (0, 0))
-        self.pos = [self.pos[0] + dx, self.pos[1] + dy]
-        done = self.pos == self.goal
-        return f"At {{self.pos}}", float(done), done, False, {{}}
-'''
-
-CODE = '''
-import random
-
-class {name}:
-    def __init__(self, max_turns={turns}):
-        self.max_turns = max_turns
-        self.tries = 0
-
-    def reset(self, seed):
-        self.code = random.Random(seed).randint(0, {size})
-        return "Guess the code", {{}}
-
-    def step(self, action):
-        self.tries += 1
-        guess = int(action) if action.isdigit() else -1
-        if guess == self.code:
-            return "Open", 1.0, True, False, {{}}
-        hint = "higher" if guess < self.code else "lower"
-        return hint, 0.0, False, self.tries >= self.max_turns, {{}}
-'''
 
 
 def test_ast_shapes_ignore_names_and_constants():
