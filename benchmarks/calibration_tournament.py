@@ -80,13 +80,13 @@ def population_truth() -> dict:
 
 
 def one(rng, envs: int, seeds: int, n_boot: int, seed: int) -> tuple[pd.DataFrame, pd.Series, float]:
-    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import RankingConfig, compute_rankings
     from envduels_dagster.core.rankings.tournament import duels_from_stats
 
     stats = draw_stats(rng, envs, seeds)
     duels = duels_from_stats(stats)
     t0 = time.perf_counter()
-    table, summary = compute_rankings(stats, duels, n_boot=n_boot, seed=seed, bt_prior=PRIOR, n_perm=1000)
+    table, summary = compute_rankings(stats, duels, RankingConfig(n_boot=n_boot, seed=seed, bt_prior=PRIOR, n_perm=1000))
     return table.set_index("model"), summary.iloc[0], time.perf_counter() - t0
 
 

@@ -45,7 +45,7 @@ def main() -> int:
     from envduels_dagster.core.models.contract import SolveRequest
     from envduels_dagster.core.models.litellm_backend import litellm_call, litellm_module, wire_request
     from envduels_dagster.core.models.registry import ModelEntry
-    from envduels_dagster.core.models.types import BackendCall
+    from envduels_dagster.core.models.types import BackendCall, CallConfig
 
     litellm = litellm_module()
     server = sim_server("--host", "127.0.0.1", "--latency-ms", str(args.latency_ms))
@@ -63,10 +63,12 @@ def main() -> int:
                                   extra_body={"envduels_request": wire})
 
     async def project(i):
-        await litellm_call(entry, messages, i, None, 60.0, unpriced, wire)
+        await litellm_call(entry, messages, CallConfig(entry.temperature, entry.max_tokens, seed=i, timeout_s=60.0,
+                                                       request=wire), unpriced)
 
     async def project_no_seed_timeout(i):
-        await litellm_call(entry, messages, None, None, None, unpriced, wire)
+        no_timeout = CallConfig(entry.temperature, entry.max_tokens, timeout_s=None, request=wire)  # type: ignore[arg-type]
+        await litellm_call(entry, messages, no_timeout, unpriced)
 
     variants = {"litellm.acompletion": own, "project (litellm_call)": project,
                 "project, no seed/timeout": project_no_seed_timeout}

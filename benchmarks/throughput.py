@@ -89,7 +89,7 @@ def main() -> int:
         fast_client._httptools_available = lambda: False
     from envduels_dagster.core.models import Gateway, RetryPolicy
     from envduels_dagster.core.models.registry import load_registry
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
 
     workdir = Path(tempfile.mkdtemp(prefix="envduels-throughput-"))
     server = sim_server("--host", "127.0.0.1", "--latency-ms", str(args.latency_ms))
@@ -134,7 +134,7 @@ def main() -> int:
             timing["server0"] = _proc_cpu_s(server.pid)
             timing["cpu0"], timing["t0"] = time.process_time(), time.perf_counter()
             try:
-                return await play_pair(gateway, "solver-http", specs, concurrency=args.concurrency)
+                return await play_pair(gateway, "solver-http", specs, PlayConfig(concurrency=args.concurrency))
             finally:
                 timing["wall"] = time.perf_counter() - timing["t0"]
                 timing["cpu"] = time.process_time() - timing["cpu0"]

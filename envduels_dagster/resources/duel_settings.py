@@ -58,6 +58,13 @@ class DuelSettings(dg.ConfigurableResource):
         """The authoring settings, checked (``AuthoringPlanError`` names the bad one)."""
         return AuthoringPlan(tuple(self.author_domains), self.author_duplicate_threshold, self.author_wave_size)
 
+    def training_rule(self):
+        """The training set's admission rule (``core.training.training_set.TrainingRule``) these settings give."""
+        from envduels_dagster.core.training.training_set import TrainingRule  # (pandas: not at definition load)
+
+        return TrainingRule(self.training_max_cold, self.training_min_hint, self.training_include_self_authored,
+                            self.training_admission, self.training_admission_threshold, self.training_cold_ceiling)
+
 
 # Environment variables that size and shape the runs the daemon launches (the demo honours them too),
 # read when the definitions are built; parsed and checked in one place, the settings table

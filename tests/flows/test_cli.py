@@ -296,6 +296,27 @@ def test_demo_with_a_bad_registry_is_one_line_exit_2(cli_env, tmp_path):
                                    "apprentice, novice")
 
 
+@pytest.mark.slow  # a few seconds (the CLI's imports, loaded 2-core machine)
+def test_demo_refuses_a_key_pasted_as_api_key_env_before_writing_anything(cli_env, tmp_path, envduels_home):
+    """Issue 47: every field of a registry entry is checked when the registry is read. A key pasted where its
+    variable's NAME belongs used to load (simulated models need no key), reach table model_registry and be caught
+    only by that table's check, after the warehouse held it; now the demo stops at load, says where, never
+    repeats the key and writes nothing."""
+    key = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7" * 2
+    bad = tmp_path / "pasted.yaml"
+    bad.write_text(f"models:\n  - name: oracle\n    model: envduels-sim/oracle\n"
+                   f"  - name: novice\n    model: envduels-sim/novice\n    api_key_env: {key}\n")
+    before = sorted(p.relative_to(envduels_home) for p in envduels_home.rglob("*"))
+    out = envduels({**cli_env, "ENVDUELS_REGISTRY": str(bad)}, "demo")
+    assert out.returncode == 2
+    assert one_error_line(out) == (f"envduels: error: registry error: {bad}: entry #2 ('novice'): field "
+                                   "'api_key_env': looks like a key itself: put the key in an environment variable "
+                                   "and write that variable's NAME here (e.g. OPENAI_API_KEY); the value was not "
+                                   "stored")
+    assert key not in out.stdout + out.stderr and key[:12] not in out.stdout + out.stderr
+    assert sorted(p.relative_to(envduels_home) for p in envduels_home.rglob("*")) == before  # nothing written
+
+
 # Issue 33, item 4: every bad value the fault hunt tried, refused before anything is written or spent. Before,
 # ENVDUELS_TRAINING_ADMISSION=bogus failed after authoring, play and the marts; ENVDUELS_ENVS_PER_AUTHOR=0/-3
 # failed inside authoring (KeyError: 'domain'); ENVDUELS_ROUNDS=abc and the interval variables said "invalid

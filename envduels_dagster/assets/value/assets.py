@@ -75,6 +75,7 @@ def author_value_table(table) -> dg.TableMetadataValue:
 def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueSettings, settings: DuelSettings,
                  warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.storage.warehouse import read_table, replace_rows
+    from envduels_dagster.core.value.author_value import ValueConfig
     from envduels_dagster.core.value.author_value import author_value as compute_author_value
     from envduels_dagster.core.value.chart import answer_markdown, svg_data_uri, value_sentence, value_svg
 
@@ -86,10 +87,10 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status, model_calls, cost_usd "
                                 "FROM episodes").df()
     s = value_settings
-    table, mix = compute_author_value(envs, episodes, learner, budget_usd=s.projection_budget_usd,
-                                      budget_calls=s.projection_budget_calls, max_share=s.max_share,
-                                      min_envs=s.min_envs, n_boot=s.n_boot,
-                                      cold_ceiling=settings.training_cold_ceiling,
+    config = ValueConfig(projection_budget_usd=s.projection_budget_usd,
+                         projection_budget_calls=s.projection_budget_calls, max_share=s.max_share,
+                         min_envs=s.min_envs, n_boot=s.n_boot)
+    table, mix = compute_author_value(envs, episodes, learner, config, cold_ceiling=settings.training_cold_ceiling,
                                       min_hint=settings.training_min_hint)
     with warehouse.get_connection() as conn:
         replace_rows(conn, "author_value", table, {"learner": learner})

@@ -29,6 +29,7 @@ from envduels_dagster.core.models.registry import dump_entry, load_registry
 from envduels_dagster.core.protocol import sha256_text
 from envduels_dagster.core.stats import pair_lift
 from envduels_dagster.core.storage.warehouse import ensure_schema
+from envduels_dagster.core.training.training_set import TrainingRule
 from envduels_dagster.definitions import build_definitions
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
@@ -165,8 +166,9 @@ def run_suite(conn, suite: str, template=None, **kw) -> dict[str, dg.AssetCheckR
     elif suite == "pair_lift":
         results = evaluate_pair_lift(conn, min_matched=kw.get("min_matched", 1))
     else:
-        results = evaluate_training_set(conn, kw.get("learner", "bob"), include_self=kw.get("include_self", False),
-                                        method=kw.get("method", "rule"), threshold=kw.get("threshold", 0.5))
+        rule = TrainingRule(include_self_authored=kw.get("include_self", False), method=kw.get("method", "rule"),
+                            threshold=kw.get("threshold", 0.5))
+        results = evaluate_training_set(conn, kw.get("learner", "bob"), rule)
     return {r.check_name: r for r in results}
 
 

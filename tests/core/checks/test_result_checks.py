@@ -20,7 +20,7 @@ def ranked():
     sys.path.insert(0, str(REPO / "benchmarks"))
     from calibration import tournament
 
-    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import RankingConfig, compute_rankings
     from envduels_dagster.core.stats import env_solver_stats
 
     episodes, _ = tournament(np.random.default_rng(3), 0, 4, 4)
@@ -31,7 +31,7 @@ def ranked():
                            "lift_diff_upper": 0.5, "n_envs_a": 4, "n_envs_b": 4, "diff_df": 6.0,
                            "score_a": 0.5, "lift_diff_se": 0.2}
                           for i, a in enumerate(names) for b in names[i + 1:]])
-    return compute_rankings(stats, duels, n_boot=50, seed=0)
+    return compute_rankings(stats, duels, RankingConfig(n_boot=50, seed=0))
 
 
 def failing(problems: dict) -> set[str]:

@@ -134,6 +134,40 @@ def _error(tmp_path: Path, text: str) -> tuple[RegistryError, Path]:
          "'fast' needs an openai/ or hosted_vllm/ model with api_base"),
         ("models:\n  - name: a\n    model: openai/gpt-4o-mini\n    client: fast\n", "#1 ('a')", "client",
          "'fast' needs an openai/ or hosted_vllm/ model with api_base"),
+        # every field checked at load (issue 47): a variable's name, numbers that are numbers, labels that are labels
+        ("models:\n  - name: a\n    model: x/y\n    api_key_env: OPENAI KEY\n", "#1 ('a')", "api_key_env",
+         "must be the NAME of an environment variable"),
+        ("models:\n  - name: a\n    model: x/y\n    api_key_env: 1KEY\n", "#1 ('a')", "api_key_env",
+         "must be the NAME of an environment variable"),
+        ("models:\n  - name: a\n    model: x/y\n    api_key_env: sk-abcdefghijklmnopqrstu\n", "#1 ('a')",
+         "api_key_env", "looks like a key itself"),
+        ("models:\n  - name: a\n    model: x/y\n    api_key_env: hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345\n", "#1 ('a')",
+         "api_key_env", "looks like a key itself"),
+        ("models:\n  - name: a\n    model: x/y\n    max_tokens: true\n", "#1 ('a')", "max_tokens",
+         "must be a number, not true/false"),
+        ("models:\n  - name: a\n    model: x/y\n    temperature: '0.5'\n", "#1 ('a')", "temperature",
+         "must be a number, not text"),
+        ("models:\n  - name: a\n    model: x/y\n    input_cost_per_mtok: '3'\n", "#1 ('a')", "input_cost_per_mtok",
+         "must be a number, not text"),
+        ("models:\n  - name: a\n    model: x/y\n    max_in_flight: false\n", "#1 ('a')", "max_in_flight",
+         "must be a number, not true/false"),
+        ("models:\n  - name: a\n    model: x/y\n    api_base: http://h/v1\n    request_contract: 'yes'\n", "#1 ('a')",
+         "request_contract", "must be true or false, not str"),
+        ("models:\n  - name: a\n    model: x/y\n    version: 1.10\n", "#1 ('a')", "version",
+         "must be text: quote it"),
+        ("models:\n  - name: a\n    model: x/y\n    version: ' 2'\n", "#1 ('a')", "version",
+         "1-64 printable characters without surrounding spaces"),
+        ("models:\n  - name: a\n    model: x/y\n    version: ''\n", "#1 ('a')", "version",
+         "1-64 printable characters without surrounding spaces"),
+        ("models:\n  - name: a\n    model: x/y\n    pool: my pool\n", "#1 ('a')", "pool",
+         "must be 1-64 letters, digits"),
+        # entries of one pool share the account's limits: two different values contradict each other
+        ("models:\n  - name: a\n    model: x/y\n    pool: acct\n    requests_per_minute: 60\n"
+         "  - name: b\n    model: x/z\n    pool: acct\n    requests_per_minute: 120\n", "#2 ('b')",
+         "requests_per_minute", "pool 'acct' has requests_per_minute = 60.0 in entry #1 ('a') but 120.0 here"),
+        ("models:\n  - name: a\n    model: x/y\n    max_in_flight: 4\n"
+         "  - name: b\n    model: x/z\n    max_in_flight: 8\n", "#2 ('b')",
+         "max_in_flight", "pool 'x' has max_in_flight = 4 in entry #1 ('a') but 8 here"),
     ],
 )
 def test_malformed_entries_name_file_entry_and_field(tmp_path, text, entry, field, fragment):
@@ -147,6 +181,36 @@ def test_malformed_entries_name_file_entry_and_field(tmp_path, text, entry, fiel
         assert f"field '{field}'" in message
     assert fragment in message
     assert "Value error," not in message  # pydantic's prefix is noise for a user
+
+
+def test_an_entry_is_checked_whole_and_every_bad_field_is_named(tmp_path):
+    """Issue 47: one load names every field of the entry in error (the first in RegistryError.field), so a user
+    fixes them in one go instead of one per try."""
+    err, path = _error(tmp_path, "models:\n  - name: a\n    model: x/y\n    max_tokens: true\n    temperature: 9\n"
+                                 "    api_key_env: MY KEY\n    colour: red\n")
+    assert err.entry == "#1 ('a')" and err.field == "api_key_env"  # the first in the entry's field order
+    message = str(err)
+    assert message.startswith(f"{path}: entry #1 ('a'): field 'api_key_env': must be the NAME of an environment")
+    for field, fragment in (("max_tokens", "must be a number, not true/false"),
+                            ("temperature", "Input should be less than or equal to 2"), ("colour", "unknown key")):
+        assert f"field '{field}': {fragment}" in message
+
+
+def test_a_pasted_key_is_refused_without_being_repeated(tmp_path):
+    key = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7" * 2
+    err, _ = _error(tmp_path, f"models:\n  - name: a\n    model: openai/gpt-4o\n    api_key_env: {key}\n")
+    assert err.field == "api_key_env" and "looks like a key itself" in str(err)
+    assert key not in str(err) and key[:12] not in str(err) and err.__cause__ is None
+
+
+def test_entries_of_one_pool_may_leave_a_limit_to_the_entry_that_sets_it(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - name: a\n    model: x/y\n    pool: acct\n    requests_per_minute: 60\n"
+                    "  - name: b\n    model: x/z\n    pool: acct\n  - name: c\n    model: x/w\n    pool: acct\n"
+                    "    requests_per_minute: 60\n    api_key_env: ACCT_KEY\n    version: '2024-06'\n")
+    reg = load_registry(path)
+    assert [m.requests_per_minute for m in reg.models] == [60, None, 60]
+    assert reg.get("c").api_key_env == "ACCT_KEY" and reg.get("c").version == "2024-06"
 
 
 @pytest.mark.parametrize(

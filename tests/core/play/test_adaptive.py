@@ -18,6 +18,7 @@ from envduels_dagster.core.play.adaptive import (
     play_pair_adaptive,
     settled_probability,
 )
+from envduels_dagster.core.play.episode import PlayConfig
 from envduels_dagster.core.stats import env_solver_stats, training_candidates
 from tests.helpers.adaptive_play import run
 
@@ -123,7 +124,7 @@ def test_play_pair_adaptive_plays_real_environments_paired_and_in_order(sim_regi
 
     async def go():
         envs = await author_environments(gateway, "journeyman", 2, [0, 1, 2, 3])
-        return envs, await play_pair_adaptive(gateway, "oracle", envs, policy, concurrency=4)
+        return envs, await play_pair_adaptive(gateway, "oracle", envs, policy, PlayConfig(concurrency=4))
 
     envs, (records, decisions) = asyncio.run(go())
     valid = [e for e in envs if e.valid]
@@ -215,7 +216,7 @@ def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp
     """Gateway(litellm_processes=1): litellm runs in a child process; episodes, retries and errors are the same."""
     from envduels_dagster.core.models import Gateway, LLMError
     from envduels_dagster.core.models.registry import load_registry
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
     from tests.helpers.sim_server import SimServerProcess
 
     server = SimServerProcess("--fault-rate", "0.2", "--seed", "3", "--timeout-fault-s", "2")
@@ -242,8 +243,8 @@ def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp
 
         async def go():
             try:
-                local = await play_pair(gateway, "apprentice", envs, concurrency=4)
-                remote = await play_pair(gateway, "apprentice-http", envs, concurrency=4)
+                local = await play_pair(gateway, "apprentice", envs, PlayConfig(concurrency=4))
+                remote = await play_pair(gateway, "apprentice-http", envs, PlayConfig(concurrency=4))
                 with pytest.raises(LLMError) as failed:
                     await gateway.chat("unreachable", [{"role": "user", "content": "x"}])
                 return local, remote, failed.value

@@ -109,12 +109,12 @@ SKILL = np.linspace(0.3, 0.0, 6)  # m0 strongest solver
 ])
 @pytest.mark.slow  # a few seconds or more (measured with --durations, loaded 2-core machine)
 def test_role_separation_is_found_only_when_planted(control, author_lift):
-    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import RankingConfig, compute_rankings
 
     covers, rejects, rhos = 0, 0, []
     for g in range(8):
         stats, pl = warehouse(np.random.default_rng(100 + g), SKILL, author_lift)
-        _, summary = compute_rankings(stats, duels_from(pl), n_boot=200, seed=g)
+        _, summary = compute_rankings(stats, duels_from(pl), RankingConfig(n_boot=200, seed=g))
         s = summary.iloc[0]
         rhos.append(s.role_rho)
         covers += bool(s.role_rho_lower <= 0 <= s.role_rho_upper)

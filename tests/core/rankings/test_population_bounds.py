@@ -22,7 +22,7 @@ POP = ["bt_strength_population_lower", "bt_strength_population_upper"]
 
 def panel(stats: pd.DataFrame):
     p = rk.panel_from_stats(stats)
-    return p.lift, p.authors, p.solvers
+    return p, p.lift, p.authors, p.solvers
 
 
 def bt_of(score: np.ndarray, prior: float = 0.5) -> np.ndarray:
@@ -33,9 +33,9 @@ def test_every_duel_decided_gives_one_completion_equal_to_the_point():
     """Far-apart authors with many environments: all 6 duels decided at 0.05/6, so the set is one tournament."""
     quality = {"w": 0.0, "x": 0.3, "y": 0.6, "z": 0.9}
     stats = stats_rows(np.random.default_rng(5), quality, envs=30, seeds=8)
-    lift, authors, solvers = panel(stats)
+    p, lift, authors, solvers = panel(stats)
     names = sorted(quality)
-    cols, s = population_columns(lift, authors, solvers, names, names, prior=0.5)
+    cols, s = population_columns(p, names, names, prior=0.5)
     assert s["population_undecided_pairs"] == 0 and s["population_patterns"] == 1, s
     order = np.array([[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]], dtype=float)  # z > y > x > w
     truth = bt_of(order)
@@ -51,9 +51,9 @@ def test_nothing_decided_spans_every_tournament_and_holds_the_all_ties_truth():
     extremes over all 4-model tournaments (an unbeaten model's strength, rank 1..4, zeta 0..1) and hold 0."""
     quality = dict.fromkeys("wxyz", 0.3)
     stats = stats_rows(np.random.default_rng(6), quality, envs=3)
-    lift, authors, solvers = panel(stats)
+    p, lift, authors, solvers = panel(stats)
     names = sorted(quality)
-    cols, s = population_columns(lift, authors, solvers, names, names, prior=0.5)
+    cols, s = population_columns(p, names, names, prior=0.5)
     assert s["population_undecided_pairs"] == 6 and s["population_patterns"] == 3 ** 6
     everything = np.array(list(itertools.product([0.0, 0.5, 1.0], repeat=6)))
     score = np.zeros((len(everything), 4, 4))
@@ -72,9 +72,9 @@ def test_a_missing_duel_is_undetermined_not_a_loss():
     order x, y, z; z > x closes a 3-cycle (everyone rank 2, cyclic triads 1)."""
     quality = {"x": 0.9, "y": 0.45, "z": 0.0}
     stats = stats_rows(np.random.default_rng(7), quality, envs=30, seeds=8, skip=("x", "z"))
-    lift, authors, solvers = panel(stats)
+    p, lift, authors, solvers = panel(stats)
     names = sorted(quality)
-    cols, s = population_columns(lift, authors, solvers, names, names, prior=0.5)
+    cols, s = population_columns(p, names, names, prior=0.5)
     assert s["population_undecided_pairs"] == 1 and s["population_patterns"] == 3
     t = dict(zip(names, zip(cols["bt_rank_population_lower"], cols["bt_rank_population_upper"], strict=True)))
     assert (t["x"], t["y"], t["z"]) == ((1.0, 2.0), (2.0, 2.0), (2.0, 3.0)), t  # z > x: a cycle, all rank 2
@@ -84,9 +84,9 @@ def test_a_missing_duel_is_undetermined_not_a_loss():
 def test_too_many_undetermined_pairs_are_withheld_with_the_reason():
     quality = dict.fromkeys("vwxyz", 0.3)
     stats = stats_rows(np.random.default_rng(8), quality, envs=3)
-    lift, authors, solvers = panel(stats)
+    p, lift, authors, solvers = panel(stats)
     names = sorted(quality)
-    cols, s = population_columns(lift, authors, solvers, names, names, prior=0.5, max_patterns=3 ** 9)
+    cols, s = population_columns(p, names, names, prior=0.5, max_patterns=3 ** 9)
     assert all(np.isnan(v).all() for v in cols.values())
     assert s["population_interval_reason"] == ("too many undecided pairs: 10 of 10 duels are not decided at the "
                                                "simultaneous level, 3^10 completions exceed the cap of 19683")
@@ -97,9 +97,9 @@ def test_decisions_are_the_mart_rule_at_the_bonferroni_level():
     """A duel is fixed exactly when the mart's Welch rule decides it at alpha / K (K = 10 pairs)."""
     quality = {"v": 0.0, "w": 0.1, "x": 0.2, "y": 0.4, "z": 0.7}
     stats = stats_rows(np.random.default_rng(9), quality, envs=12)
-    lift, authors, solvers = panel(stats)
+    p, lift, authors, solvers = panel(stats)
     names = sorted(quality)
-    _, s = population_columns(lift, authors, solvers, names, names, prior=0.5)
+    _, s = population_columns(p, names, names, prior=0.5)
     strict = decide_duels(lift, authors, solvers, names, np.ones((1, len(authors))), 0.05 / 10)["score"][0]
     loose = decide_duels(lift, authors, solvers, names, np.ones((1, len(authors))), 0.05)["score"][0]
     iu = np.triu_indices(5, 1)
@@ -115,7 +115,7 @@ def test_the_marts_tournament_lies_inside_its_population_bounds(seed):
     rng = np.random.default_rng(100 + seed)
     quality = dict(zip("vwxyz", rng.uniform(0, 0.6, 5)))
     stats = stats_rows(rng, quality, envs=int(rng.choice([3, 6, 12])))
-    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), rk.RankingConfig(n_boot=50, n_perm=100))
     s = summary.iloc[0]
     assert pd.isna(s.population_interval_reason)
     assert (table["solver_min_seeds"] == 4).all() and (table["solver_n_envs"] == 4 * table["author_n_envs"]).all()
@@ -132,7 +132,7 @@ def test_the_marts_tournament_lies_inside_its_population_bounds(seed):
 
 def test_rankings_checks_fail_on_broken_population_bounds():
     stats = stats_rows(np.random.default_rng(10), {"x": 0.0, "y": 0.3, "z": 0.6}, envs=6)
-    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), rk.RankingConfig(n_boot=50, n_perm=100))
     assert not any(rankings_problems(table, summary).values())
     flipped = table.assign(bt_strength_population_lower=table["bt_strength_population_upper"] + 0.5)
     assert any("bt_strength_population_lower <= bt_strength_population_upper fails" in p
@@ -173,7 +173,7 @@ def test_bounds_cover_the_population_tournament_in_the_benchmark_generator():
 def test_two_models_have_bounds_on_strengths_but_no_zeta_and_pass_the_checks():
     """Zeta needs 3 models: with 2 its population bounds are NULL while the strengths' are set, no problem."""
     stats = stats_rows(np.random.default_rng(13), {"x": 0.0, "y": 0.6}, envs=8)
-    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=10)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), rk.RankingConfig(n_boot=50, n_perm=10))
     s = summary.iloc[0]
     assert pd.isna(s.population_interval_reason) and np.isnan(s.kendall_zeta_population_lower)
     assert table["bt_strength_population_lower"].notna().all()

@@ -68,7 +68,7 @@ def test_known_order_is_recovered_and_replicates_re_decide_duels():
     quality = {"w": 0.05, "x": 0.25, "y": 0.45, "z": 0.65}  # true BT order z > y > x > w
     stats = stats_rows(np.random.default_rng(11), quality, envs=12)
     duels = duels_from_stats(stats)
-    table, summary = rk.compute_rankings(stats, duels, n_boot=400, seed=3, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels, rk.RankingConfig(n_boot=400, seed=3, n_perm=100))
     t = table.set_index("model")
     assert t["bt_strength"].idxmax() == "z" and t["bt_strength"].idxmin() == "w"
     assert t["bt_strength_reason"].isna().all() and (t["bt_strength_lower"] < t["bt_strength_upper"]).all()
@@ -92,7 +92,7 @@ def test_known_order_is_recovered_and_replicates_re_decide_duels():
 def test_replicates_are_reproducible_by_seed():
     stats = stats_rows(np.random.default_rng(2), {"w": 0.1, "x": 0.3, "y": 0.4}, envs=6)
     duels = duels_from_stats(stats)
-    run = lambda seed: rk.compute_rankings(stats, duels, n_boot=200, seed=seed, n_perm=100)  # noqa: E731
+    run = lambda seed: rk.compute_rankings(stats, duels, rk.RankingConfig(n_boot=200, seed=seed, n_perm=100))  # noqa: E731
     (t1, s1), (t2, s2), (t3, _) = run(5), run(5), run(6)
     pd.testing.assert_frame_equal(t1, t2)
     pd.testing.assert_frame_equal(s1, s2)
@@ -105,7 +105,7 @@ def test_an_incomplete_tournament_has_no_zeta_and_its_missing_duel_is_not_a_loss
     stats = stats_rows(np.random.default_rng(4), quality, envs=12, skip=("a", "c"))
     duels = duels_from_stats(stats)
     assert sorted(zip(duels.model_a, duels.model_b)) == [("a", "b"), ("b", "c")]  # a - c never dueled
-    table, summary = rk.compute_rankings(stats, duels, n_boot=200, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels, rk.RankingConfig(n_boot=200, n_perm=100))
     s = summary.iloc[0]
     assert not s.tournament_complete and math.isnan(s.kendall_zeta) and math.isnan(s.kendall_zeta_lower)
     assert "incomplete" in s.kendall_zeta_reason and (s.n_triads, s.n_triads_complete) == (1, 0)
@@ -132,7 +132,7 @@ def test_an_unbeaten_model_is_flagged_separated_and_stays_finite():
     duels = duels_from_stats(stats)
     assert set(duels.loc[duels[["model_a", "model_b"]].eq("top").any(axis=1), "winner"
                          if "winner" in duels else "outcome"]) <= {"a", "b"}  # top's duels are decided
-    _, summary = rk.compute_rankings(stats, duels, n_boot=100, n_perm=100)
+    _, summary = rk.compute_rankings(stats, duels, rk.RankingConfig(n_boot=100, n_perm=100))
     s = summary.iloc[0]
     assert bool(s.bt_separated) and bool(s.bt_converged) and s.bt_boot_converged == 1.0
     assert separated(np.array([[[0, 1, 1], [0, 0, 0.5], [0, 0.5, 0]]])).tolist() == [True]  # 0 never lost
@@ -143,7 +143,7 @@ def test_an_unbeaten_model_is_flagged_separated_and_stays_finite():
 
 def test_zeta_and_triad_intervals_need_more_environments_than_bradley_terry():
     stats = stats_rows(np.random.default_rng(3), {"w": 0.1, "x": 0.3, "y": 0.5, "z": 0.7}, envs=6)
-    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=100, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), rk.RankingConfig(n_boot=100, n_perm=100))
     s = summary.iloc[0]
     assert table["bt_strength_lower"].notna().all() and pd.isna(s.bt_interval_reason)
     assert math.isnan(s.kendall_zeta_lower) and math.isnan(s.cyclic_triads_lower) and not math.isnan(s.kendall_zeta)
@@ -154,7 +154,7 @@ def test_zeta_and_triad_intervals_need_more_environments_than_bradley_terry():
 def test_below_the_minimum_the_intervals_are_withheld_with_a_reason():
     stats = stats_rows(np.random.default_rng(6), {"w": 0.1, "x": 0.3, "y": 0.5}, envs=2)
     duels = duels_from_stats(stats)
-    table, summary = rk.compute_rankings(stats, duels, n_boot=100, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels, rk.RankingConfig(n_boot=100, n_perm=100))
     s = summary.iloc[0]
     assert table["bt_strength_lower"].isna().all() and table["bt_strength"].notna().all()
     assert table["bt_strength_reason"].str.startswith("insufficient data: an author has 2").all()
@@ -165,7 +165,7 @@ def test_below_the_minimum_the_intervals_are_withheld_with_a_reason():
 
 def test_the_rankings_checks_fail_on_a_claimed_but_missing_or_inverted_interval():
     stats = stats_rows(np.random.default_rng(2), {"w": 0.1, "x": 0.3, "y": 0.5}, envs=12)
-    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=100, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), rk.RankingConfig(n_boot=100, n_perm=100))
     assert not any(rankings_problems(table, summary).values())
     bad = summary.assign(kendall_zeta_lower=summary.kendall_zeta_upper + 0.1)
     assert rankings_problems(table, bad)["intervals_ordered"]

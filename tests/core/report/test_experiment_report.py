@@ -11,7 +11,7 @@ import pytest
 from envduels_dagster.core.report.experiment import ReportInputs, answers, render
 from envduels_dagster.core.report.figures import lift_colour, lift_heatmap_svg, rank_scatter_svg
 from envduels_dagster.core.stats.rounding import format_estimate
-from envduels_dagster.core.value.author_value import author_value
+from envduels_dagster.core.value.author_value import ValueConfig, author_value
 from tests.helpers.value_warehouse import LEARNER, warehouse
 
 MODELS = ["a", "b", "c"]
@@ -59,7 +59,7 @@ def test_the_rank_figure_has_one_point_per_model_with_both_ranks():
 
 def test_the_reports_answer_is_the_author_value_tables_top_row_per_learner():
     envs, eps = warehouse()
-    table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, n_boot=300)
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(projection_budget_usd=10.0, n_boot=300))
     ans = answers(table)
     top = table[table["rank"] == 1].iloc[0]
     assert ans.iloc[0]["learner"] == LEARNER and ans.iloc[0]["author"] == top["author"] == "cheap"
@@ -77,7 +77,7 @@ def test_the_reports_answer_is_the_author_value_tables_top_row_per_learner():
 
 def test_a_learner_without_a_ranked_author_says_insufficient_data():
     envs, eps = warehouse()
-    table, _ = author_value(envs, eps, LEARNER, min_envs=50, n_boot=100)
+    table, _ = author_value(envs, eps, LEARNER, ValueConfig(min_envs=50, n_boot=100))
     ans = answers(table)
     assert ans.iloc[0]["author"] is None and "insufficient data" in ans.iloc[0]["why"]
     assert "insufficient data" in render(ReportInputs(author_value=table))
@@ -160,7 +160,7 @@ def test_the_ledger_is_read_without_being_created_or_changed(tmp_path):
 
 def test_heatmap_cells_the_answers_author_and_training_rows_link_to_the_pairs_episode_index():
     envs, eps = warehouse()
-    table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, n_boot=300)
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(projection_budget_usd=10.0, n_boot=300))
     pages = {f"{a}|{LEARNER}": f"episodes/{a}__{LEARNER}.html" for a in table["author"]}
     lift = pd.DataFrame([{"round": 0, "author": "cheap", "solver": LEARNER, "is_self_pair": False, "n_envs": 3,
                           "lift": 0.2, "lift_ci_lower": 0.0, "lift_ci_upper": 0.4}])

@@ -12,7 +12,7 @@ import pytest
 from envduels_dagster.core.authoring.prompts import author_environments
 from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.models.registry import load_registry
-from envduels_dagster.core.play.episode import play_pair
+from envduels_dagster.core.play.episode import PlayConfig, play_pair
 from envduels_dagster.core.requests.plan import DEFAULTS, PlanSettings, plan_experiment, planned_pairs
 from envduels_dagster.core.requests.plan_report import actual_from_warehouse, compare_rows, measured_rates
 from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, replace_rows
@@ -67,7 +67,7 @@ def _run_and_store(registry, conn, k: int, seeds: int, gateway: Gateway | None =
         for a, specs in envs.items():
             replace_rows(conn, "environments", environments_frame(specs, "1", now), {"author": a})
         for a, s in planned_pairs(registry):
-            recs = await play_pair(gw, s, envs[a], None, 8)
+            recs = await play_pair(gw, s, envs[a], PlayConfig(concurrency=8))
             df = episodes_frame(recs, {e.env_id: e.max_turns for e in envs[a]}, "1", now, {e.env_id: 0 for e in envs[a]})
             replace_rows(conn, "episodes", df, {"author": a, "solver": s})
         await gw.aclose()
@@ -233,10 +233,10 @@ def test_the_lift_study_pays_for_no_held_out_environments_when_no_learner_can_be
     import pandas as pd
 
     from envduels_dagster.core.studies.learning import COLUMNS
-    from envduels_dagster.core.studies.lift import run_study
+    from envduels_dagster.core.studies.lift import StudyConfig, StudyTables, run_study
 
     gw = Gateway(roles_registry, None)
-    df = asyncio.run(run_study(gw, ["a1", "a2"], {}, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), "all_valid", 3,
-                               [0, 1], None))
+    df = asyncio.run(run_study(gw, {}, StudyTables(pd.DataFrame(), pd.DataFrame(), pd.DataFrame()),
+                               StudyConfig(("a1", "a2"), 3, (0, 1), "all_valid")))
     assert list(df.columns) == COLUMNS and df.empty
     assert sum(gw.stats.backend_calls.values()) == 0 and sum(gw.stats.cache_hits.values()) == 0

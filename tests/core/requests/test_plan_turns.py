@@ -89,7 +89,7 @@ def _pilot_wall(base: str, tmp_path: Path, authors: tuple[str, ...]) -> float:
     """Seconds the pilot's authoring takes for ``authors`` (one environment each, no pairs) over real HTTP."""
     from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.models.registry import load_registry
-    from envduels_dagster.core.requests.pilot import run_pilot
+    from envduels_dagster.core.requests.pilot import PilotConfig, run_pilot
 
     path = tmp_path / f"models-{len(authors)}.yaml"
     path.write_text(registry_text(base, authors))
@@ -99,7 +99,7 @@ def _pilot_wall(base: str, tmp_path: Path, authors: tuple[str, ...]) -> float:
         try:
             with duckdb.connect(str(tmp_path / f"pilot-{len(authors)}.duckdb")) as conn:
                 t0 = time.perf_counter()
-                await run_pilot(gateway, [], list(authors), 1, [0, 1], conn)
+                await run_pilot(gateway, PilotConfig(tuple(authors), (), 1, (0, 1)), conn)
                 return time.perf_counter() - t0, conn.execute("SELECT count(*) FROM environments WHERE valid").fetchone()
         finally:
             await gateway.aclose()
@@ -126,7 +126,7 @@ def test_the_pilot_authors_every_author_at_once(tmp_path):
 @pytest.mark.slow  # 2 s hardening calls over HTTP: ~6 s
 def test_a_hardening_round_hardens_every_slot_at_once(tmp_path):
     """An author's 3 parents at 2 s a hardening call: about one call's wall time, not three; children in slot order."""
-    from envduels_dagster.core.authoring.hardening import harden_author
+    from envduels_dagster.core.authoring.hardening import HardeningInputs, harden_author
     from envduels_dagster.core.authoring.prompts import spec_from_reply
     from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.models.registry import load_registry
@@ -145,7 +145,7 @@ def test_a_hardening_round_hardens_every_slot_at_once(tmp_path):
             async def go(n=n, gateway=gateway):
                 try:
                     t0 = time.perf_counter()
-                    out = await harden_author(gateway, "a1", 1, parents[:n], no_play, [], 2000, None)
+                    out = await harden_author(gateway, "a1", 1, HardeningInputs(parents[:n], no_play, []), 2000, None)
                     return time.perf_counter() - t0, out
                 finally:
                     await gateway.aclose()

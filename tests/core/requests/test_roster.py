@@ -87,7 +87,8 @@ def test_imports_alone_are_authors_enough():
 
 def test_plans_with_roles_add_a_learner_column_through_every_round_without_rehardening():
     authors, solvers = ["oracle", "expert", "journeyman"], ["novice", "apprentice"]
-    plan = plan_newcomers("new-1", authors, solvers, [], ["apprentice"], rounds=1, imported=["import:x"])
+    plan = plan_newcomers("new-1", Roster(tuple(authors), tuple(solvers), ("import:x",)), Newcomers((), ("apprentice",)),
+                          rounds=1)
     assert [(s.kind, s.round) for s in plan.stages] == [("pairs", 0), ("pairs", 1), ("downstream", None),
                                                         ("learners", None), ("studies", None)]
     assert plan.stages[0].partitions == ("oracle|apprentice", "expert|apprentice", "journeyman|apprentice",
@@ -98,18 +99,18 @@ def test_plans_with_roles_add_a_learner_column_through_every_round_without_rehar
 
 
 def test_plans_with_roles_give_a_new_author_only_model_its_row_and_its_hardening():
-    plan = plan_newcomers("new-2", ["oracle", "expert"], ["novice"], ["expert"], [], rounds=1)
+    plan = plan_newcomers("new-2", Roster(("oracle", "expert"), ("novice",)), Newcomers(("expert",), ()), rounds=1)
     assert [(s.kind, s.round, s.partitions) for s in plan.stages[:4]] == [
         ("authors", 0, ("expert",)), ("pairs", 0, ("expert|novice",)),
         ("authors", 1, ("expert",)), ("pairs", 1, ("expert|novice",))]
     with pytest.raises(ValueError, match=r"new solvers \['oracle'\] are not among the registry's solvers"):
-        plan_newcomers("x", ["oracle"], ["novice"], [], ["oracle"], rounds=0)
+        plan_newcomers("x", Roster(("oracle",), ("novice",)), Newcomers((), ("oracle",)), rounds=0)
 
 
 def test_plans_without_roles_are_the_plans_of_before():
     models = ["a", "b", "c"]
     assert plan_new_models("n", ["c"], models, rounds=1, panel_mode="live") == \
-        plan_newcomers("n", models, models, ["c"], ["c"], rounds=1, panel_mode="live")
+        plan_newcomers("n", Roster.everyone(models), Newcomers(("c",), ("c",)), rounds=1, panel_mode="live")
     pairs = plan_new_models("n", ["c"], models, rounds=0).stages[1].partitions
     assert sorted(pairs) == sorted(["c|a", "c|b", "c|c", "a|c", "b|c"])  # 2N+1
 

@@ -35,7 +35,7 @@ import pytest
 from envduels_dagster.core.authoring.validation import validate_environment
 from envduels_dagster.core.models import Gateway
 from envduels_dagster.core.models.registry import load_registry
-from envduels_dagster.core.play.episode import play_episode
+from envduels_dagster.core.play.episode import PlayConfig, play_episode
 from envduels_dagster.core.sandbox import UID_BASE, UID_SPAN, SandboxLimits
 from tests.helpers.hostile import (  # noqa: F401 - world is a fixture
     BENIGN,
@@ -70,7 +70,7 @@ def gateway(tmp_path_factory):
 
 def played(gateway, source: str, limits: SandboxLimits = LIMITS, seed: int = 0) -> str:
     """Play one episode next to a bystander; it must end incomplete/env_error. Return the error."""
-    rec = asyncio.run(alongside(play_episode(gateway, "solver", spec(source), seed, "cold", limits)))
+    rec = asyncio.run(alongside(play_episode(gateway, "solver", spec(source), seed, "cold", PlayConfig(limits=limits))))
     assert_no_canary(rec)
     assert (rec.status, rec.stop_reason) == ("incomplete", "env_error"), (rec.status, rec.stop_reason, rec.error)
     return rec.error
@@ -83,7 +83,7 @@ def test_control_the_benign_game_is_valid_and_playable(world, gateway):
     """The template itself is fine: every rejection below comes from the hostile splice."""
     result = asyncio.run(alongside(validate_environment(spec(BENIGN), LIMITS)))
     assert (result.valid, result.winnability, result.reject_reason) == (True, "proven", None)
-    rec = asyncio.run(play_episode(gateway, "solver", spec(BENIGN), 0, "cold", LIMITS))
+    rec = asyncio.run(play_episode(gateway, "solver", spec(BENIGN), 0, "cold", PlayConfig(limits=LIMITS)))
     assert rec.status in ("success", "failure") and rec.stop_reason != "env_error", rec
 
 
@@ -560,7 +560,7 @@ def test_flooding_stdout_and_stderr_with_fake_protocol_lines(world, gateway):
         os.write(2, fake.encode())
     sys.stdout.flush()
     """
-    rec = asyncio.run(alongside(play_episode(gateway, "solver", spec(game(step=body)), 3, "cold", LIMITS)))
+    rec = asyncio.run(alongside(play_episode(gateway, "solver", spec(game(step=body)), 3, "cold", PlayConfig(limits=LIMITS))))
     assert_no_canary(rec)
     assert rec.stop_reason != "env_error", rec.error
     assert "You win!" not in rec.model_dump_json()

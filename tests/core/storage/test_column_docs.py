@@ -56,13 +56,13 @@ def test_rankings_and_its_summary_are_documented_column_for_column():
     existed, such as design_rank), plus the provenance of the published snapshot."""
     import numpy as np
 
-    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import RankingConfig, compute_rankings
     from tests.helpers.synthetic_stats import panel_stats
 
     stats = panel_stats(np.random.default_rng(4), {"a": 0.8, "b": 0.5, "c": 0.3})
     duels = pd.DataFrame({"model_a": ["a", "a", "b"], "model_b": ["b", "c", "c"], "outcome": ["a", "a", "tie"],
                           "score_a": [1.0, 1.0, 0.5], "lift_diff": [0.4, 0.3, 0.01], "lift_diff_se": [0.1, 0.1, 0.1],
                           "diff_df": [10.0, 10.0, 10.0]})
-    table, summary = compute_rankings(stats, duels, n_boot=20, n_perm=20, skill_rank={"a": 1, "b": 2, "c": 3})
+    table, summary = compute_rankings(stats, duels, RankingConfig(n_boot=20, n_perm=20), skill_rank={"a": 1, "b": 2, "c": 3})
     assert set(DOCS["rankings"]) - PUBLISHED == set(table.columns)
     assert set(DOCS["rankings_summary"]) == set(summary.columns)

@@ -148,11 +148,11 @@ def test_the_pair_switch_plays_fixed_or_adaptive_seeds_on_real_environments(sim_
 
     async def go():
         envs = await author_environments(gateway, "journeyman", 2, [0, 1, 2, 3])
-        fixed = await play_pair_with(gateway, "journeyman", "oracle", envs, None, PairOptions(concurrency=4),
-                                     on_progress=lambda done, total: progress["fixed"].append((done, total)))
-        adaptive = await play_pair_with(gateway, "journeyman", "oracle", envs, None,
-                                        PairOptions(concurrency=4, adaptive=AdaptivePolicy(max_seeds=6)),
-                                        on_progress=lambda done, total: progress["adaptive"].append((done, total)))
+        fixed = await play_pair_with(gateway, "journeyman", "oracle", envs, PairOptions(
+            concurrency=4, on_progress=lambda done, total: progress["fixed"].append((done, total))))
+        adaptive = await play_pair_with(gateway, "journeyman", "oracle", envs, PairOptions(
+            concurrency=4, adaptive=AdaptivePolicy(max_seeds=6),
+            on_progress=lambda done, total: progress["adaptive"].append((done, total))))
         return envs, fixed, adaptive
 
     envs, fixed, adaptive = asyncio.run(go())

@@ -12,7 +12,7 @@ from dagster_duckdb import DuckDBResource
 from envduels_dagster.core.models.costing import list_cost
 from envduels_dagster.core.stats.learnable import learnable_rows
 from envduels_dagster.core.storage.warehouse import replace_rows
-from envduels_dagster.core.value.author_value import RANKED, SELF, UNPRICED, author_value
+from envduels_dagster.core.value.author_value import RANKED, SELF, UNPRICED, ValueConfig, author_value
 from envduels_dagster.core.value.chart import panel_scale, value_sentence, value_svg
 from tests.helpers.value_warehouse import LEARNER, env_row, episode_rows, warehouse
 
@@ -42,7 +42,7 @@ def test_a_model_without_a_price_costs_none_never_zero():
 
 def test_known_costs_and_outcomes_give_the_expected_per_dollar_figures_and_the_cheaper_better_author_first():
     envs, eps = warehouse()
-    table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, n_boot=500)
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(projection_budget_usd=10.0, n_boot=500))
     t = table.set_index("author")
     p = p_learnable(envs, eps)
     full, never = p["cheap.r0.0"], p["cheap.r0.3"]
@@ -79,7 +79,7 @@ def test_known_costs_and_outcomes_give_the_expected_per_dollar_figures_and_the_c
 
 def test_when_cheap_is_not_cheap_the_better_writer_wins_and_a_share_cap_splits_the_budget():
     envs, eps = warehouse(cheap_cost=0.20)
-    table, mix = author_value(envs, eps, LEARNER, budget_usd=10.0, max_share=0.5, n_boot=300)
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(projection_budget_usd=10.0, max_share=0.5, n_boot=300))
     t = table.set_index("author")
     p = p_learnable(envs, eps)
     cheap = 3 * p["cheap.r0.0"] + p["cheap.r0.3"]
@@ -93,7 +93,7 @@ def test_when_cheap_is_not_cheap_the_better_writer_wins_and_a_share_cap_splits_t
 def test_one_unpriced_author_is_listed_apart_and_the_priced_ones_stay_ranked_per_dollar():
     """Adding one model without a price must not switch the learner's ranking to per call (issue 32)."""
     envs, eps = warehouse(pricey_priced=False)
-    table, mix = author_value(envs, eps, LEARNER, n_boot=300)
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(n_boot=300))
     t = table.set_index("author")
     assert not t.loc["pricey", "priced"] and pd.isna(t.loc["pricey", "per_usd"])
     assert pd.isna(t.loc["pricey", "author_cost_usd"]) and "no price" in t.loc["pricey", "price_note"]
@@ -116,7 +116,7 @@ def test_one_unpriced_author_is_listed_apart_and_the_priced_ones_stay_ranked_per
 def test_when_no_candidate_has_a_price_authors_are_ranked_per_call_never_as_free():
     envs, eps = warehouse(pricey_priced=False)
     envs.loc[envs["author"] == "cheap", "author_cost_usd"] = None
-    table, mix = author_value(envs, eps, LEARNER, n_boot=300)
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(n_boot=300))
     t = table.set_index("author")
     assert (table["rank_basis"] == "per_kcall").all()
     assert t.loc["pricey", "rank"] == 1 and t.loc["cheap", "rank"] == 2  # 1000 full against 800 full + never
@@ -126,7 +126,7 @@ def test_when_no_candidate_has_a_price_authors_are_ranked_per_call_never_as_free
 
 def test_the_self_authored_row_never_sets_the_chart_scale():
     envs, eps = warehouse()
-    table, _ = author_value(envs, eps, LEARNER, n_boot=200)
+    table, _ = author_value(envs, eps, LEARNER, ValueConfig(n_boot=200))
     # the learner's own environments cost $0.001 each: 1000 full learnable per dollar, ten times any ranked author
     own = p_learnable(envs, eps)["learner.r0.0"]
     assert table.set_index("author").loc[LEARNER, "per_usd"] == pytest.approx(1000 * own)
@@ -142,7 +142,7 @@ def test_every_bar_and_whisker_stays_in_its_panel_and_the_value_sits_in_its_own_
     import xml.etree.ElementTree as ET
 
     envs, eps = warehouse()
-    table, _ = author_value(envs, eps, LEARNER, n_boot=200)
+    table, _ = author_value(envs, eps, LEARNER, ValueConfig(n_boot=200))
     root = ET.fromstring(value_svg(table, LEARNER))
     ns = "{http://www.w3.org/2000/svg}"
     axes = [float(g.find(f"{ns}line").get("x1")) for g in root.iter(f"{ns}g") if g.get("class") == "axis"]
@@ -170,7 +170,7 @@ def test_the_inline_chart_draws_text_bars_ranked_first_the_self_row_last_and_cli
     from envduels_dagster.core.value.chart import BAR_WIDTH, value_bars
 
     envs, eps = warehouse()
-    table, _ = author_value(envs, eps, LEARNER, n_boot=200)
+    table, _ = author_value(envs, eps, LEARNER, ValueConfig(n_boot=200))
     rows = value_bars(table)
     assert [r["author"] for r in rows] == [*table.sort_values("rank").dropna(subset=["rank"])["author"], LEARNER]
     assert rows[0]["rank"].startswith("#1 [") and rows[-1]["rank"] == SELF
@@ -200,7 +200,7 @@ def test_too_few_environments_say_insufficient_data():
     import xml.etree.ElementTree as ET
 
     envs, eps = warehouse()
-    table, mix = author_value(envs, eps, LEARNER, min_envs=5, n_boot=200)
+    table, mix = author_value(envs, eps, LEARNER, ValueConfig(min_envs=5, n_boot=200))
     t = table.set_index("author")
     labels = [e.text for e in ET.fromstring(value_svg(table, LEARNER)).iter("{http://www.w3.org/2000/svg}text")]
     assert "pricey (n<min, n=4)" in labels  # well-formed SVG: the "<" is escaped
@@ -213,7 +213,7 @@ def test_a_hardened_lineage_counts_once_with_its_newest_valid_version_and_all_it
     child = env_row("pricey", 0, cost=0.10, round_=1, parent="pricey.r0.0")
     envs = pd.concat([envs, pd.DataFrame([child])], ignore_index=True)
     eps = pd.concat([eps, pd.DataFrame(episode_rows("pricey.r1.0", "pricey", 0))], ignore_index=True)
-    t = author_value(envs, eps, LEARNER, n_boot=200)[0].set_index("author")
+    t = author_value(envs, eps, LEARNER, ValueConfig(n_boot=200))[0].set_index("author")
     assert t.loc["pricey", "n_envs"] == 4 and t.loc["pricey", "n_written"] == 5
     p = p_learnable(envs, eps)  # the child (0 of 4 rescued: passes cold) replaces its parent
     assert "pricey.r0.0" not in p
@@ -294,9 +294,9 @@ def test_the_checks_fail_on_bad_data(tmp_path, corrupt, failing):
 
 def test_an_empty_warehouse_and_an_unplayed_author_give_insufficient_data_not_numbers():
     envs, eps = warehouse()
-    table, mix = author_value(envs.iloc[0:0], eps.iloc[0:0], LEARNER, n_boot=50)
+    table, mix = author_value(envs.iloc[0:0], eps.iloc[0:0], LEARNER, ValueConfig(n_boot=50))
     assert table.empty and mix.empty
-    table, mix = author_value(envs, eps[eps["author"] != "pricey"], LEARNER, n_boot=50)
+    table, mix = author_value(envs, eps[eps["author"] != "pricey"], LEARNER, ValueConfig(n_boot=50))
     t = table.set_index("author")
     assert t.loc["pricey", "status"] == "insufficient data" and t.loc["pricey", "n_unplayed"] == 4
     assert pd.isna(t.loc["pricey", "per_env"]) and pd.isna(t.loc["pricey", "rank"])
@@ -347,7 +347,7 @@ def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
     import asyncio
     from types import SimpleNamespace
 
-    from envduels_dagster.core.authoring.hardening import harden_author
+    from envduels_dagster.core.authoring.hardening import HardeningInputs, harden_author
     from envduels_dagster.core.models import ChatResponse
     from envduels_dagster.core.protocol import EnvironmentSpec
 
@@ -363,7 +363,7 @@ def test_hardening_records_each_childs_own_call_not_its_parents(tmp_path):
                                 completion_tokens=10)
 
     peers = pd.DataFrame(columns=["env_id", "solver", "condition", "seed", "status", "transcript"])
-    (child,) = asyncio.run(harden_author(Gw(), "a", 1, [parent], peers, [], 2000, None))
+    (child,) = asyncio.run(harden_author(Gw(), "a", 1, HardeningInputs([parent], peers, []), 2000, None))
     assert child.parent_env_id == "a.r0.0" and child.author_meta.get("keep")
     assert (child.author_calls, child.author_prompt_tokens, child.author_completion_tokens) == (1, 100, 10)
     assert child.author_cost_usd == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6)
