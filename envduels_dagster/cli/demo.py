@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import sys
 import time
 from typing import Any
@@ -321,6 +320,7 @@ def print_summary(counts: dict, wait_s: float = SUMMARY_WAIT_S) -> None:
     be writing: each read waits up to ``wait_s`` for its lock (issue 33: the second of two concurrent demos
     exited 1 here after all its runs had succeeded), then fails with the CLI's lock message."""
     from envduels_dagster.settings.locations import envduels_home, storage_profile, warehouse_location
+    from envduels_dagster.settings.variables import is_set
 
     print(author_value_answer(warehouse_location(), wait_s) + "\n")
     print(leaderboard(warehouse_location(), wait_s=wait_s))
@@ -331,7 +331,7 @@ def print_summary(counts: dict, wait_s: float = SUMMARY_WAIT_S) -> None:
     print(f"  tables: {', '.join(tables)}")
     print(f"Training exports: {envduels_home() / 'exports'}/<learner>/latest "
           "(python: envduels_dagster.api.load_training_set)")
-    home_var = f"ENVDUELS_HOME={envduels_home()} " if os.environ.get("ENVDUELS_HOME") else ""
+    home_var = f"ENVDUELS_HOME={envduels_home()} " if is_set("ENVDUELS_HOME") else ""
     print(f"Open the Dagster UI on these runs:  {home_var}make ui   (then http://127.0.0.1:3000; "
           f"runs tagged envduels/request={counts.get('request', 'demo-*')})")
     report = envduels_home() / "reports" / "experiment" / "index.html"

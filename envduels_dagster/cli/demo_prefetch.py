@@ -46,8 +46,7 @@ def prefetch_authoring(resources: dict, registry, authors: list[str], round_: in
         with resources["warehouse"].get_connection() as conn:
             inputs = read_hardening_inputs(conn, author, round_)
         if inputs.parents:
-            await harden_author(gw, author, round_, inputs.parents, inputs.episodes, inputs.other_hints,
-                                settings.transcript_budget_chars, limits)
+            await harden_author(gw, author, round_, inputs, settings.transcript_budget_chars, limits)
 
     try:
         asyncio.run(run_and_close(gw, gather_or_cancel(one(a) for a in remote)))

@@ -243,7 +243,7 @@ def _pilot(registry, settings, duel, plan, path, out) -> str:
     from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
     from envduels_dagster.core.models.budget import open_ledger
     from envduels_dagster.core.models.call_cache import open_call_cache
-    from envduels_dagster.core.requests.pilot import run_pilot
+    from envduels_dagster.core.requests.pilot import PilotConfig, run_pilot
     from envduels_dagster.settings.locations import cache_location, envduels_home
 
     cache = cache_location()
@@ -256,9 +256,10 @@ def _pilot(registry, settings, duel, plan, path, out) -> str:
     async def go():
         try:
             with duckdb.connect(str(fresh)) as conn:
-                return await run_pilot(gateway, plan.pairs, list(registry.authors), settings.envs_per_author,
-                                       list(duel.benchmark_seeds), conn, authoring_plan=duel.authoring_plan(),
-                                       concurrency=duel.episode_concurrency,
+                config = PilotConfig(tuple(registry.authors), tuple(plan.pairs), settings.envs_per_author,
+                                     tuple(duel.benchmark_seeds), authoring_plan=duel.authoring_plan(),
+                                     concurrency=duel.episode_concurrency)
+                return await run_pilot(gateway, config, conn,
                                        on_progress=lambda msg: print(f"  pilot: {msg}", file=out, flush=True))
         finally:
             await gateway.aclose()

@@ -30,13 +30,13 @@ class Outcome:
 
 def decisions(envs, episodes, learners: list[str]) -> dict:
     """learner -> ``decide`` over its candidate authors (not itself), per dollar when every author is priced."""
-    from envduels_dagster.core.value.author_value import author_value, slot_probabilities
+    from envduels_dagster.core.value.author_value import ValueConfig, author_value, slot_probabilities
     from envduels_dagster.core.value.decision import decide
 
     out = {}
     for learner in learners:
         slots = {a: p for a, p in slot_probabilities(envs, episodes, learner).items() if a != learner}
-        table, _ = author_value(envs, episodes, learner, n_boot=50)
+        table, _ = author_value(envs, episodes, learner, ValueConfig(n_boot=50))
         table = table[(table["author"] != learner) & table["author"].isin(list(slots))]
         costs = None
         if len(table) and table["priced"].astype(bool).all():

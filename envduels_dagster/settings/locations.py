@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from envduels_dagster.settings.variables import postgres_url_of, text_value, value
+
 
 def envduels_home() -> Path:
-    home = Path(os.environ.get("ENVDUELS_HOME") or "data").resolve()
+    home = Path(text_value("ENVDUELS_HOME") or "data").resolve()
     home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o700)
     return home
@@ -39,30 +41,15 @@ def dagster_home() -> Path:
 
 # Storage profiles (docs/DEPLOY.md). `embedded` (the default): the files above. `shared`: the Dagster
 # instance, the call cache and the DuckLake catalog of the warehouse on the Postgres server of
-# ENVDUELS_POSTGRES_URL, the warehouse's Parquet files under ENVDUELS_LAKE_DATA.
-PROFILES = ("embedded", "shared")
-
-
+# ENVDUELS_POSTGRES_URL, the warehouse's Parquet files under ENVDUELS_LAKE_DATA. The choices are written once,
+# in the settings table (variables.py).
 def storage_profile() -> str:
-    profile = (os.environ.get("ENVDUELS_STORAGE") or "embedded").strip().lower()
-    if profile not in PROFILES:
-        raise ValueError(f"ENVDUELS_STORAGE={profile!r}: expected one of {', '.join(PROFILES)}")
-    return profile
+    return str(value("ENVDUELS_STORAGE"))
 
 
 def postgres_url() -> str:
-    """ENVDUELS_POSTGRES_URL as libpq reads it (the call cache, DuckLake's catalog).
-
-    Written ``postgresql+psycopg2://...`` it also serves the Dagster instance (deploy/dagster-postgres.yaml):
-    dagster-postgres needs psycopg2, and SQLAlchemy 2.1 picks psycopg 3 for a bare ``postgresql://``."""
-    url = os.environ.get("ENVDUELS_POSTGRES_URL", "").strip()
-    for prefix in ("postgresql+psycopg2://", "postgres+psycopg2://"):
-        if url.startswith(prefix):
-            url = "postgresql://" + url[len(prefix):]
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise ValueError("ENVDUELS_STORAGE=shared needs ENVDUELS_POSTGRES_URL=postgresql+psycopg2://user:password@host:port/db "
-                         f"(got {url.split('@')[-1][:40]!r})")
-    return url
+    """ENVDUELS_POSTGRES_URL as libpq reads it (variables.py; SettingsError, a ValueError, when unset or not one)."""
+    return postgres_url_of(text_value("ENVDUELS_POSTGRES_URL") or "")
 
 
 def warehouse_location() -> str:
@@ -74,7 +61,7 @@ def warehouse_location() -> str:
 
 def lake_data_path() -> str:
     """Where the shared warehouse's Parquet files go: ENVDUELS_LAKE_DATA (a directory every writer sees)."""
-    path = os.environ.get("ENVDUELS_LAKE_DATA") or str(envduels_home() / "lake")
+    path = text_value("ENVDUELS_LAKE_DATA") or str(envduels_home() / "lake")
     return path if "://" in path else str(Path(path).resolve()) + "/"
 
 

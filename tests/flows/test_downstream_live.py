@@ -156,7 +156,7 @@ def published(home):
 def test_downstream_runs_once_per_new_passing_set_under_the_daemon(tmp_path):
     from envduels_dagster.assets.training.checks import training_set_checks
     from envduels_dagster.definitions import build_resources
-    from tests.flows.test_downstream_example import corrupted_training_set
+    from tests.helpers.downstream import corrupted_training_set
 
     home = tmp_path / "home"
     home.mkdir()

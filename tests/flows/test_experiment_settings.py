@@ -10,16 +10,7 @@ import json
 import pytest
 
 from envduels_dagster.core.storage.experiment_file import ExperimentFileError, ExperimentSettings, read, write
-
-SIZE_VARS = ("ENVDUELS_ENVS_PER_AUTHOR", "ENVDUELS_SEEDS", "ENVDUELS_ROUNDS", "ENVDUELS_REGISTRY")
-
-
-@pytest.fixture
-def home(envduels_home, monkeypatch):
-    for var in SIZE_VARS:
-        monkeypatch.delenv(var, raising=False)
-    envduels_home.mkdir(parents=True)
-    return envduels_home
+from tests.helpers.cli import home  # noqa: F401 - home is a fixture
 
 
 def _stored(home, registry="/x/models.yaml", **sizes) -> ExperimentSettings:
@@ -162,7 +153,7 @@ def _sensor_tick(instance, tmp_path, written_seeds: list[int] | None = None):
 
     from envduels_dagster.core.storage.warehouse import ensure_schema
     from envduels_dagster.resources import DuelSettings
-    from tests.assets.test_incremental import tick
+    from tests.helpers.sensor_ticks import tick
 
     if written_seeds is not None:
         with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:

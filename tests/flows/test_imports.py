@@ -17,9 +17,9 @@ from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVER
 from envduels_dagster.core.authoring.imports import ImportInputError, import_partition, namespaced
 from envduels_dagster.core.protocol import MAX_SEED, EnvironmentSpec
 from envduels_dagster.core.requests.stages import plan_import, plan_new_models
-from tests.assets.test_incremental import keys_of, tick
-from tests.core.test_seeds64 import SOURCE, write_export_dir
+from tests.helpers.exports import SOURCE, write_export_dir
 from tests.helpers.pipeline import write_registry
+from tests.helpers.sensor_ticks import keys_of, tick
 
 SEEDS = [0, 4191792089, MAX_SEED]
 

@@ -24,7 +24,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from tests.helpers.daemon import _runs_since, add_models_live, live_env, run_demo, wait_for_ticks, write_sim_registry
+from tests.helpers.daemon import add_models_live, live_env, run_demo, runs_since, wait_for_ticks, write_sim_registry
 
 pytestmark = pytest.mark.slow
 
@@ -77,7 +77,7 @@ def live(tmp_path_factory):
         # run outside a request: on a finished experiment, neither launches anything
         idle["before"] = _rows(db)
         wait_for_ticks(instance, "envduels_requests", after=time.time(), n=3, timeout_s=240)
-        idle["runs"], idle["after"] = _runs_since(instance, started), _rows(db)
+        idle["runs"], idle["after"] = runs_since(instance, started), _rows(db)
 
     # The from-scratch run is independent of the live one (its own home): it runs meanwhile, in a thread
     # that waits on its process, and quiet_s stays well above the daemon's gap between request stages.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_cli import ENVDUELS, GOOD, build_export
+from tests.helpers.cli import ENVDUELS, GOOD, build_export
 
 PRICED = ("models:\n  - name: pricey\n    model: envduels-sim/oracle\n    input_cost_per_mtok: 1000\n"
           "    output_cost_per_mtok: 1000\n  - name: novice\n    model: envduels-sim/novice\n")

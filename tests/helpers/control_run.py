@@ -1,4 +1,4 @@
-"""One end-to-end control run (tests/core/stats/test_controls.py): ``materialize_all`` on a registry of
+"""One end-to-end control run (tests/core/rankings/test_controls.py): ``materialize_all`` on a registry of
 tests/registries with one hardening round, in this process or in a child process.
 
 Why a child process: the negative and the planted control run side by side to save suite time, and a pipeline

@@ -81,7 +81,7 @@ class LiveResult:
         return out
 
 
-def _runs_since(instance, since: float) -> list[RunInfo]:
+def runs_since(instance, since: float) -> list[RunInfo]:
     import dagster as dg
 
     records = instance.get_run_records(dg.RunsFilter(created_after=_dt(since)))
@@ -171,7 +171,7 @@ def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float,
     t0 = time.monotonic()
     last_change, last_sig = time.monotonic(), None
     while time.monotonic() - t0 < timeout_s:
-        runs = _runs_since(instance, since)
+        runs = runs_since(instance, since)
         sig = tuple((r.run_id, r.status) for r in runs)
         if sig != last_sig:
             last_sig, last_change = sig, time.monotonic()
@@ -184,12 +184,12 @@ def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float,
             seen = time.time()
             for sensor in ("envduels_requests", "envduels_automation"):
                 wait_for_ticks(instance, sensor, after=seen, n=2, timeout_s=max(60.0, timeout_s / 10))
-            again = _runs_since(instance, since)
+            again = runs_since(instance, since)
             if tuple((r.run_id, r.status) for r in again) == sig and requests_open(instance) == 0:
                 return again, True
             continue
         time.sleep(3)
-    return _runs_since(instance, since), False
+    return runs_since(instance, since), False
 
 
 def add_model_live(home: Path, first: list[str], added: str, quiet_s: float = 100, timeout_s: float = 1500,

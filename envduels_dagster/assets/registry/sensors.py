@@ -17,6 +17,7 @@ model from the registry deletes nothing (README).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import dagster as dg
@@ -65,8 +66,8 @@ def _open_requests(context, book: RequestBook, registry: Registry, roster: Roste
     stamp = f"{int(time.time())}"
     if new:
         mode = str(value(PANEL_MODE_ENV))
-        book.add(plan_newcomers(book.new_id(f"new-{stamp}"), roster.authors, roster.solvers, new.authors,
-                                new.solvers, rounds, mode, imported=sorted(book.imports)))
+        known = dataclasses.replace(roster, imports=tuple(sorted(book.imports)))  # the imports the book holds
+        book.add(plan_newcomers(book.new_id(f"new-{stamp}"), known, new, rounds, mode))
         return add_requests(new)
     _open_import_requests(context, book, roster, stamp)
     if book.open:

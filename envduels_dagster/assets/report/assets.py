@@ -143,16 +143,14 @@ def _training_summaries(conn, settings: DuelSettings) -> dict[str, dict]:
     """Per learner: rows in table training_set, candidates, categories and the excluded candidates with why,
     from the rule the training_set asset applies (same settings, same episodes)."""
     from envduels_dagster.core.storage.warehouse import read_table
-    from envduels_dagster.core.training.training_set import TrainingRule, build_training_set
+    from envduels_dagster.core.training.training_set import build_training_set
 
     if not (_has(conn, "episodes") and _has(conn, "training_set")):
         return {}
     envs = read_table(conn, "environments")
     episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status FROM episodes").df()
     counts = dict(conn.execute("SELECT learner, count(*) FROM training_set GROUP BY learner").fetchall())
-    rule = TrainingRule(settings.training_max_cold, settings.training_min_hint,
-                        settings.training_include_self_authored, settings.training_admission,
-                        settings.training_admission_threshold, settings.training_cold_ceiling)
+    rule = settings.training_rule()
     out = {}
     for learner in sorted(set(episodes["solver"])):
         built = build_training_set(learner, episodes, envs, rule)
