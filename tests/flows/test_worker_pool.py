@@ -77,7 +77,9 @@ def _pool_yaml(home: Path, workers: dict[str, int], silent_s: float) -> None:
                               "config": {"machine_silent_seconds": silent_s, "grpc_timeout_seconds": 2.0,
                                          "workers": [{"name": n, "host": "127.0.0.1", "port": p}
                                                      for n, p in workers.items()]}}
-    config["run_monitoring"].update(poll_interval_seconds=1)
+    # A run whose machine dies while it is STARTING (before its process reported RUN_START) is Dagster's to fail,
+    # after start_timeout_seconds (the launcher is not asked); 180 s in the project's file, 30 s here.
+    config["run_monitoring"].update(poll_interval_seconds=1, start_timeout_seconds=30)
     config["run_retries"] = {"enabled": True, "max_retries": 1}
     config["concurrency"]["runs"]["max_concurrent_runs"] = 4
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))
