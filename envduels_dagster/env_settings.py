@@ -79,6 +79,8 @@ SETTINGS: tuple[Setting, ...] = (
             choices=("probability", "rule")),
     Setting("ENVDUELS_PANEL_MODE", "what a new model does to earlier rounds", "frozen", "choice",
             choices=("frozen", "live")),
+    Setting("ENVDUELS_STAGE_LAUNCH", "who launches a request's next stage: the run that ends the previous one "
+            "(the sensor as fallback) or only the sensor's tick", "on-end", "choice", choices=("on-end", "sensor")),
     Setting("ENVDUELS_SENSOR_INTERVAL_S", "seconds between ticks of the request sensor", 5, low=1, high=DAY),
     Setting("ENVDUELS_AUTOMATION_INTERVAL_S", "seconds between ticks of the automation sensor", 30, low=1, high=DAY),
     Setting("ENVDUELS_STALE_INTERVAL_S", "seconds between looks for stale partitions", 3600, "float", low=0,
