@@ -1,4 +1,4 @@
-"""Build hook: the wheel carries the project files a code server needs (see envduels_dagster/project_files.py).
+"""Build hook: the wheel carries the project files a code server needs (see envduels_dagster/core/storage/project_files.py).
 
 Why a hook and not moving the files into the package: ``dbt_project/``, ``models.yaml`` and
 ``dagster.yaml`` stay where users and dbt expect them in a checkout; a non-editable build copies

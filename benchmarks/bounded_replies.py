@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from servers import sim_server
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -49,17 +50,6 @@ print(json.dumps({"rss_before_mb": before // 1024, "rss_peak_mb": resource.getru
 """
 
 
-def start_server(mode: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--port", "0", "--hostile",
-                             mode], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "PYTHONPATH": str(HERE)})
-    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise SystemExit("serve-sim did not start")
-    return proc, match.group(1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", help="a checkout of the code before bounded replies (e.g. /work/main)")
@@ -68,7 +58,8 @@ def main() -> None:
     checkouts = [("after", HERE)] + ([("before", Path(args.before).resolve())] if args.before else [])
     with tempfile.TemporaryDirectory(prefix="envduels-bounded-") as tmp:
         for mode in ("huge", "gzip-bomb"):
-            server, base = start_server(mode)
+            server = sim_server("--hostile", mode, checkout=HERE)
+            base = server.base
             try:
                 for client in ("fast", "litellm"):
                     registry = Path(tmp) / f"{mode}-{client}.yaml"
@@ -84,8 +75,7 @@ def main() -> None:
                         print(f"{mode:9s} {client:7s} {label:6s} " + " ".join(f"{k}={v}" for k, v in row.items()),
                               flush=True)
             finally:
-                server.terminate()
-                server.wait(timeout=30)
+                server.stop()
 
 
 if __name__ == "__main__":

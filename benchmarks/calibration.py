@@ -260,7 +260,12 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
     the same draws and marts, without the Python pair_lift bootstrap and the admission figures)."""
     import duckdb
 
-    from envduels_dagster.core.rankings.leaderboard import T_MIN_ENVS, compute_rankings, withhold_uncalibrated_t
+    from envduels_dagster.core.rankings.leaderboard import (
+        T_MIN_ENVS,
+        RankingConfig,
+        compute_rankings,
+        withhold_uncalibrated_t,
+    )
     from envduels_dagster.core.stats import pair_lift
 
     rng = np.random.default_rng(seed + envs)
@@ -308,7 +313,8 @@ def one_size(envs: int, groups: int, seeds: int, n_boot: int, workdir: Path, see
         mine_stats = stats[stats["author"].str.startswith(prefix)]
         mine_duels = duels[duels["model_a"].str.startswith(prefix)]
         # every bootstrap interval measured, also where the product withholds it (rankings.BOOT_MIN_ENVS)
-        table, summary = compute_rankings(mine_stats, mine_duels, n_boot=n_boot, seed=g, withhold_uncalibrated=False)
+        table, summary = compute_rankings(mine_stats, mine_duels,
+                                          RankingConfig(n_boot=n_boot, seed=g, withhold_uncalibrated=False))
         truth = truths(sorted(table["model"]))
         published = table.copy()  # the t intervals the product withholds below their minimum (T_MIN_ENVS)
         withhold_uncalibrated_t(published, mine_stats.groupby("author")["env_id"].nunique().to_dict())

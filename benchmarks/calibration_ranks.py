@@ -47,8 +47,8 @@ def run(envs_list: list[int], groups: int, seeds: int, n_boot: int, domains: int
                 ids = sorted(stats["env_id"].unique())
                 stats["domain"] = stats["env_id"].map(dict(zip(ids, rng.integers(0, domains, len(ids)).astype(str))))
             stats["is_self_pair"] = stats["author"] == stats["solver"]
-            table, _ = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=n_boot, seed=g, n_perm=100,
-                                           withhold_uncalibrated=False)
+            config = rk.RankingConfig(n_boot=n_boot, seed=g, n_perm=100, withhold_uncalibrated=False)
+            table, _ = rk.compute_rankings(stats, duels_from_stats(stats), config)
             table = table.sort_values("model").reset_index(drop=True)
             solver_truth = cal.truths(list(table["model"]))["solver_score"]
             truth = {"solver_score": table["model"].map(solver_truth).to_numpy(float),

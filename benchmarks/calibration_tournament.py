@@ -12,7 +12,7 @@ with known population values:
   that puts models 0 > 1 > 2 > 0 in a cycle; ``seeds`` paired Bernoulli seeds per (e, s).
 
 env_solver_stats rows are the mart's per-environment means; the duels are the mart's Welch rule
-(``core.rankings.tournament.duels_from_stats``, equal to the dbt mart: tests/assets/test_marts.py). Two truths:
+(``core.rankings.tournament.duels_from_stats``, equal to the dbt mart: tests/assets/marts/test_marts.py). Two truths:
 
 * **population**: every duel decided by the sign of its population lift difference H_a + C_ab - H_b - C_ba
   (what "a's environments help more" means), BT with the same prior on that tournament, its zeta, and the
@@ -80,13 +80,13 @@ def population_truth() -> dict:
 
 
 def one(rng, envs: int, seeds: int, n_boot: int, seed: int) -> tuple[pd.DataFrame, pd.Series, float]:
-    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import RankingConfig, compute_rankings
     from envduels_dagster.core.rankings.tournament import duels_from_stats
 
     stats = draw_stats(rng, envs, seeds)
     duels = duels_from_stats(stats)
     t0 = time.perf_counter()
-    table, summary = compute_rankings(stats, duels, n_boot=n_boot, seed=seed, bt_prior=PRIOR, n_perm=1000)
+    table, summary = compute_rankings(stats, duels, RankingConfig(n_boot=n_boot, seed=seed, bt_prior=PRIOR, n_perm=1000))
     return table.set_index("model"), summary.iloc[0], time.perf_counter() - t0
 
 

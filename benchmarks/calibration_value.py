@@ -80,12 +80,12 @@ def warehouse(rng: np.random.Generator, envs: int, seeds: int) -> tuple[pd.DataF
 
 def value_tables(envs: int, groups: int, seeds: int, n_boot: int, rng_seed: int, **options):
     """``author_value``'s (table, mix) on each of ``groups`` synthetic warehouses of ``envs`` slots per author."""
-    from envduels_dagster.core.value.author_value import author_value
+    from envduels_dagster.core.value.author_value import ValueConfig, author_value
 
     rng = np.random.default_rng(rng_seed)
     for g in range(groups):
         e, p = warehouse(rng, envs, seeds)
-        yield author_value(e, p, LEARNER, n_boot=n_boot, seed=g, **options)
+        yield author_value(e, p, LEARNER, ValueConfig(n_boot=n_boot, seed=g, **options))
 
 
 def covered(lo: pd.Series, hi: pd.Series, truth: pd.Series, tol: float = 1e-12) -> tuple[pd.Series, pd.Series]:

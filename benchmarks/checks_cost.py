@@ -12,7 +12,7 @@ build the check results) and the other suites once, in one process, side by side
 
 The pandas-first pass goes first, in a process that has not imported great-expectations (it must not
 import it on clean data; checked), then the GX import is timed on its own, then the two modes alternate
-``--repeats`` times. Both give the same verdicts (checked here on every pair; tests/assets/test_checks.py
+``--repeats`` times. Both give the same verdicts (checked here on every pair; tests/assets/training/test_checks.py
 checks messages and metadata too). Prints seconds per pair for each mode, the GX import, and the checks'
 share of (play + checks) per pair.
 """

@@ -9,7 +9,7 @@ index shard) through each storage, the storages alternating, ``--repeats`` times
   per event and shard);
 * ``sqlite consolidated``: Dagster's ``ConsolidatedSqliteEventLogStorage`` (one file);
 * ``pooled, synchronous=FULL`` and ``pooled, synchronous=NORMAL (shipped)``: this project's
-  ``PooledSqliteEventLogStorage`` (envduels_dagster/instance_storage.py);
+  ``PooledSqliteEventLogStorage`` (envduels_dagster/instance/storage.py);
 * with ``--postgres``: dagster-postgres' ``PostgresEventLogStorage`` on a throwaway local cluster
   (tests/helpers/postgres.py, fsync on).
 """
@@ -49,7 +49,7 @@ def storages(work: Path, pg_url: str | None) -> dict:
     )
     from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
-    from envduels_dagster import instance_storage
+    from envduels_dagster.instance import storage as instance_storage
 
     def pooled(sync: str):
         def make(path: str):

@@ -24,22 +24,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+from servers import health, sim_server
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def health(base: str) -> dict:
-    with urllib.request.urlopen(base.removesuffix("/v1") + "/health", timeout=30) as resp:
-        return json.loads(resp.read())
-
-
 def one(mode: str, args) -> dict:
-    from tests.core.models.test_providers import SimServerProcess
-
-    srv = SimServerProcess("--latency-ms", str(args.latency_ms), "--max-in-flight", str(args.limit))
+    srv = sim_server("--latency-ms", str(args.latency_ms), "--max-in-flight", str(args.limit))
     home = Path(tempfile.mkdtemp(prefix="envduels-in-flight-"))
     key = "max_in_flight" if mode == "shared" else "max_concurrency"
     registry = home / "models.yaml"
@@ -53,12 +47,12 @@ def one(mode: str, args) -> dict:
                  str(args.calls), str(1000 * i)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
         for p in procs:
             p.stdout.readline()
-        before, t0 = health(srv.base), time.time()
+        before, t0 = health(srv, timeout=30), time.time()
         for p in procs:
             p.stdin.write("go\n")
             p.stdin.flush()
         results = [json.loads(p.communicate(timeout=600)[0]) for p in procs]
-        after = health(srv.base)
+        after = health(srv, timeout=30)
     finally:
         for p in procs:
             if p.poll() is None:

@@ -25,8 +25,8 @@ os.environ.setdefault("ENVDUELS_ROUNDS", "0")
 import dagster as dg  # noqa: E402
 
 from envduels_dagster.assets.registry.partitions import pair_key, register_models  # noqa: E402
+from envduels_dagster.cli.demo import materialize_all  # noqa: E402
 from envduels_dagster.core.requests.staleness import new_model_plan  # noqa: E402
-from envduels_dagster.demo import materialize_all  # noqa: E402
 from envduels_dagster.sim.profiles import PROFILES  # noqa: E402
 from tests.helpers.pipeline import pipeline_resources, write_registry  # noqa: E402
 

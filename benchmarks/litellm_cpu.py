@@ -22,24 +22,13 @@ import asyncio
 import cProfile
 import io
 import pstats
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from servers import sim_server
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--host", "127.0.0.1",
-                             "--port", "0", "--latency-ms", str(latency_ms)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise SystemExit("serve-sim did not start")
-    return proc, match.group(1)
 
 
 def main() -> int:
@@ -56,10 +45,11 @@ def main() -> int:
     from envduels_dagster.core.models.contract import SolveRequest
     from envduels_dagster.core.models.litellm_backend import litellm_call, litellm_module, wire_request
     from envduels_dagster.core.models.registry import ModelEntry
-    from envduels_dagster.core.models.types import BackendCall
+    from envduels_dagster.core.models.types import BackendCall, CallConfig
 
     litellm = litellm_module()
-    server, base = start_server(args.latency_ms)
+    server = sim_server("--host", "127.0.0.1", "--latency-ms", str(args.latency_ms))
+    base = server.base
     entry = ModelEntry(name="solver-http", model="openai/journeyman", api_base=base, request_contract=True)
     observation = "I am thinking of an integer between 1 and 100. Guess it."
     messages = [{"role": "system", "content": "You are playing an interactive language game."},
@@ -73,10 +63,12 @@ def main() -> int:
                                   extra_body={"envduels_request": wire})
 
     async def project(i):
-        await litellm_call(entry, messages, i, None, 60.0, unpriced, wire)
+        await litellm_call(entry, messages, CallConfig(entry.temperature, entry.max_tokens, seed=i, timeout_s=60.0,
+                                                       request=wire), unpriced)
 
     async def project_no_seed_timeout(i):
-        await litellm_call(entry, messages, None, None, None, unpriced, wire)
+        no_timeout = CallConfig(entry.temperature, entry.max_tokens, timeout_s=None, request=wire)  # type: ignore[arg-type]
+        await litellm_call(entry, messages, no_timeout, unpriced)
 
     variants = {"litellm.acompletion": own, "project (litellm_call)": project,
                 "project, no seed/timeout": project_no_seed_timeout}
@@ -109,8 +101,7 @@ def main() -> int:
         load = os.getloadavg()[0]
         profiler = asyncio.run(run())
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        server.stop()
     print(f"calls={args.calls} concurrency={args.concurrency} latency_ms={args.latency_ms:g} "
           f"litellm={getattr(litellm, 'version', '?')} load1_at_start={load:.1f} load1_at_end={os.getloadavg()[0]:.1f}")
     for name, values in results.items():

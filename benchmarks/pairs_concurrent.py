@@ -19,29 +19,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from servers import sim_server
+
 if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PROFILES = ["oracle", "expert", "journeyman", "novice", "oracle", "expert", "journeyman", "novice", "oracle"]
-
-
-def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--host", "127.0.0.1",
-                             "--port", "0", "--latency-ms", str(latency_ms)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
-    if not match:
-        proc.kill()
-        raise SystemExit(f"serve-sim did not start: {line!r}")
-    return proc, match.group(1)
 
 
 def registry_text(names: list[str], base: str | None, max_in_flight: int | None) -> str:
@@ -201,7 +190,8 @@ def main() -> int:
     checks = [c for c in build_definitions().asset_checks
               if any(k.asset_key.to_user_string() == "duel_episodes" for k in c.check_keys)]
     quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
-    server, base = start_server(args.latency_ms)
+    server = sim_server("--host", "127.0.0.1", "--latency-ms", str(args.latency_ms))
+    base = server.base
     try:
         authoring = work / "authoring.yaml"
         authoring.write_text(registry_text(names, None, None))
@@ -248,8 +238,7 @@ def main() -> int:
         stage(f"{len(rows)} author row(s), max_in_flight {args.max_in_flight}", registry, "c.sqlite", rows,
               args.max_in_flight)
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        server.stop()
     return 0
 
 

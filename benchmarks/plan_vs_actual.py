@@ -50,9 +50,9 @@ def write_registry(path: Path, base: str, config: str) -> None:
 
 async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, after_authoring=None) -> None:
     """Author, harden and play as the pipeline does (core functions of the assets), storing every row."""
-    from envduels_dagster.core.authoring.hardening import harden_author
+    from envduels_dagster.core.authoring.hardening import HardeningInputs, harden_author
     from envduels_dagster.core.authoring.prompts import author_environments
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
     from envduels_dagster.core.requests.plan import planned_pairs
     from envduels_dagster.core.storage.warehouse import environments_frame, episodes_frame, read_table, replace_rows
 
@@ -64,13 +64,13 @@ async def run_experiment(registry, gw, conn, k: int, seeds: int, rounds: int, af
             for a in registry.authors:
                 eps = read_table(conn, "episodes", {"author": a, "round": rnd - 1})
                 others = [h for h in hints if h not in {e.hint for e in envs[a]}]
-                envs[a] = await harden_author(gw, a, rnd, envs[a], eps, others, 1500, None)
+                envs[a] = await harden_author(gw, a, rnd, HardeningInputs(envs[a], eps, others), 1500, None)
         for a, specs in envs.items():
             replace_rows(conn, "environments", environments_frame(specs, "1", now), {"author": a, "round": rnd})
         if rnd == 0 and after_authoring is not None:
             after_authoring()
         for a, s in planned_pairs(registry):
-            recs = await play_pair(gw, s, envs[a], None, 8)
+            recs = await play_pair(gw, s, envs[a], PlayConfig(concurrency=8))
             df = episodes_frame(recs, {e.env_id: e.max_turns for e in envs[a]}, "1", now, {e.env_id: rnd for e in envs[a]})
             replace_rows(conn, "episodes", df, {"author": a, "solver": s, "round": rnd})
 
@@ -145,11 +145,12 @@ def main() -> int:
                                                        pilot_rates))
                         piloted.append(sum(gw.stats.backend_calls.values()))
                     if args.run_pilot:  # `envduels plan --pilot`: its calls are the run's own (the cache keeps them)
-                        from envduels_dagster.core.requests.pilot import run_pilot
+                        from envduels_dagster.core.requests.pilot import PilotConfig, run_pilot
 
                         pilot = duckdb.connect()
-                        res = await run_pilot(gw, plan.pairs, list(registry.authors), args.envs,
-                                              list(range(args.seeds)), pilot)
+                        config = PilotConfig(tuple(registry.authors), tuple(plan.pairs), args.envs,
+                                             tuple(range(args.seeds)))
+                        res = await run_pilot(gw, config, pilot)
                         run_piloted.append(plan_experiment(
                             registry, PlanSettings(args.envs, args.seeds, args.rounds),
                             measured_rates(pilot, registry, min_envs=1, min_episodes=1),

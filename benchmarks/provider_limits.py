@@ -22,13 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from servers import sim_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,19 +58,9 @@ print(json.dumps({"done": time.time(), "retried_429": sum(r.retried_errors.count
 """
 
 
-def start_server(rpm: float, latency_ms: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--port", "0", "--rpm",
-                             str(rpm), "--latency-ms", str(latency_ms), "--latency-sigma", "0.5"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise SystemExit("serve-sim did not start")
-    return proc, match.group(1)
-
-
 def run_mode(mode: str, args, workdir: Path) -> dict:
-    server, base = start_server(args.rpm, args.latency_ms)
+    server = sim_server("--rpm", str(args.rpm), "--latency-ms", str(args.latency_ms), "--latency-sigma", "0.5")
+    base = server.base
     try:
         registry = workdir / f"{mode}.yaml"
         registry.write_text(f"models:\n  - name: acct\n    model: openai/novice\n    api_base: {base}\n"
@@ -89,8 +80,7 @@ def run_mode(mode: str, args, workdir: Path) -> dict:
         with urllib.request.urlopen(base.removesuffix("/v1") + "/health", timeout=10) as resp:
             stats = json.loads(resp.read())
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.stop()
     calls = args.processes * args.calls
     ideal = calls / args.rpm * 60.0
     wall = max(r["done"] for r in results) - start_at

@@ -31,7 +31,7 @@ def main() -> int:
     from dagster_duckdb import DuckDBResource
 
     from envduels_dagster.assets.marts.assets import rankings
-    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import RankingConfig, compute_rankings
     from envduels_dagster.core.rankings.tournament import duels_from_stats
     from envduels_dagster.resources import DuelSettings
     from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY, PublishedTableIOManager
@@ -57,7 +57,7 @@ def main() -> int:
                 conn.unregister("df")
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            compute_rankings(stats, duels, n_boot=args.n_boot)
+            compute_rankings(stats, duels, RankingConfig(n_boot=args.n_boot))
             t1 = time.perf_counter()
             result = dg.materialize([rankings], instance=dg.DagsterInstance.ephemeral(),
                                     resources={"warehouse": DuckDBResource(database=db), "settings": DuelSettings(),

@@ -9,7 +9,7 @@ run would leave it:
 1. the ``new_models_sensor`` tick: the first tick with all 30 models new (registers them,
    requests 30 author runs and 900 pair runs), a repeat tick (nothing new), and the tick
    after a 31st model is added (61 new pairs). Invoked as the daemon does, directly,
-   inside ``partition_loading_context`` (see tests/assets/test_incremental.py);
+   inside ``partition_loading_context`` (see tests/assets/registry/test_incremental.py);
 2. loading the asset graph: importing ``envduels_dagster.definitions`` and resolving the
    asset graph in a fresh interpreter, ``dagster definitions validate -w workspace.yaml``,
    and the webserver (``dagster-webserver -w workspace.yaml`` on 127.0.0.1): start until it

@@ -202,13 +202,13 @@ def figures_from_home(home: Path) -> dict:
     """The figures again, from a finished run's kept DAGSTER_HOME."""
     import dagster as dg
 
-    from tests.helpers.daemon import _runs_since
+    from tests.helpers.daemon import runs_since
 
     old = os.environ.get("DAGSTER_HOME")
     os.environ["DAGSTER_HOME"] = str(home / "dagster")
     try:
         with dg.DagsterInstance.get() as instance:
-            runs = _runs_since(instance, 0)
+            runs = runs_since(instance, 0)
             return _instance_figures(instance, min(r.created for r in runs) - 1, runs)
     finally:
         if old is None:
@@ -219,11 +219,11 @@ def figures_from_home(home: Path) -> dict:
 
 def _wait_for_pair_stage(instance, since: float, timeout_s: float) -> bool:
     """Until the request moved past its pair stage (a downstream run exists, no pair run is active)."""
-    from tests.helpers.daemon import ACTIVE, _runs_since
+    from tests.helpers.daemon import ACTIVE, runs_since
 
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
-        runs = _runs_since(instance, since)
+        runs = runs_since(instance, since)
         if any(r.job_name == "downstream_job" for r in runs) and not any(
                 r.status in ACTIVE for r in runs if r.job_name == "pair_job"):
             return True
@@ -238,7 +238,7 @@ def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per
     import dagster as dg
 
     from benchmarks.scale import write_registry
-    from tests.helpers.daemon import DagsterDev, _runs_since, live_env, wait_until_settled
+    from tests.helpers.daemon import DagsterDev, live_env, runs_since, wait_until_settled
 
     home = keep or Path(tempfile.mkdtemp(prefix=f"envduels-daemon-{len(models)}-{pairs_per_run}-"))
     home.mkdir(parents=True, exist_ok=True)
@@ -264,7 +264,7 @@ def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per
                 settled = _wait_for_pair_stage(instance, since, timeout_s)
             else:
                 _, settled = wait_until_settled(instance, since, quiet_s=45, timeout_s=timeout_s)
-            runs = _runs_since(instance, since)
+            runs = runs_since(instance, since)
             out = {"models": len(models), "dagster_yaml": str(dagster_yaml or "shipped"), "pairs_per_run_max": pairs_per_run or "default", "sensor_interval_s": sensor_interval, "stage_launch": (extra_env or {}).get("ENVDUELS_STAGE_LAUNCH", "on-end"), "rounds": rounds,
                    "envs_per_author": envs_per_author, "seeds": seeds, "settled": settled, "runs": len(runs),
                    "pairs_per_pair_run": sorted(_pairs_of(r, models) for r in runs if r.job_name == "pair_job"),

@@ -79,7 +79,7 @@ def run_size(runs, pilot, seeds, n_boot, posterior):
         gap = rng.uniform(0.1, 0.4)
         rates = {"a": best, "b": max(best - gap, 0.0), "c": max(best - gap - rng.uniform(0, 0.1), 0.0)}
         pil = d.simulate_tournament(rng, rates, pilot, seeds, posterior)
-        n_est = d.envs_needed(pil, sims=60, n_boot=n_boot // 2, seed=int(rng.integers(1 << 31)))
+        n_est = d.envs_needed(pil, sizing=d.Sizing(sims=60, n_boot=n_boot // 2, seed=int(rng.integers(1 << 31))))
         if n_est is None:
             none += 1
             continue

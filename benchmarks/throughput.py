@@ -30,19 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from servers import sim_server
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--host", "127.0.0.1",
-                             "--port", "0", "--latency-ms", str(latency_ms)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    match = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
-    if not match:
-        proc.kill()
-        raise SystemExit(f"serve-sim did not start: {line!r}")
-    return proc, match.group(1)
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -99,10 +89,11 @@ def main() -> int:
         fast_client._httptools_available = lambda: False
     from envduels_dagster.core.models import Gateway, RetryPolicy
     from envduels_dagster.core.models.registry import load_registry
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
 
     workdir = Path(tempfile.mkdtemp(prefix="envduels-throughput-"))
-    server, base = start_server(args.latency_ms)
+    server = sim_server("--host", "127.0.0.1", "--latency-ms", str(args.latency_ms))
+    base = server.base
     spy = None
     try:
         registry_file = workdir / "models.yaml"
@@ -143,7 +134,7 @@ def main() -> int:
             timing["server0"] = _proc_cpu_s(server.pid)
             timing["cpu0"], timing["t0"] = time.process_time(), time.perf_counter()
             try:
-                return await play_pair(gateway, "solver-http", specs, concurrency=args.concurrency)
+                return await play_pair(gateway, "solver-http", specs, PlayConfig(concurrency=args.concurrency))
             finally:
                 timing["wall"] = time.perf_counter() - timing["t0"]
                 timing["cpu"] = time.process_time() - timing["cpu0"]
@@ -178,8 +169,7 @@ def main() -> int:
         server_cpu = _proc_cpu_s(server.pid)
         server_total_cpu = server_cpu
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        server.stop()
     from envduels_dagster.core.sandbox import shutdown_fork_server
 
     shutdown_fork_server()  # reaps the fork server, whose rusage holds its workers'

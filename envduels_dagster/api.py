@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def exports_root(home: str | Path | None = None) -> Path:
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     return Path(home) / "exports" if home else envduels_home() / "exports"
 

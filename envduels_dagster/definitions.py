@@ -56,7 +56,7 @@ def build_definitions() -> dg.Definitions:
 
     from envduels_dagster.assets.registry.sensors import build_requests_sensor
     from envduels_dagster.assets.rounds.definitions import configured_rounds
-    from envduels_dagster.env_settings import check_settings, sensor_interval
+    from envduels_dagster.settings.variables import check_settings, sensor_interval
 
     check_settings()  # a bad ENVDUELS_* value fails the load with one line naming it (nothing is written)
 

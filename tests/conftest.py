@@ -47,13 +47,13 @@ def sim_registry(tmp_path: Path):
 LONGEST_FIRST = (
     "tests/flows/test_live_flows.py",
     "tests/flows/test_downstream_live.py",
-    "tests/core/stats/test_controls.py",
+    "tests/core/rankings/test_controls.py",
     "tests/flows/test_shared_pipeline.py",
     "tests/flows/test_browser.py",
     "tests/assets/test_pipeline.py",
     "tests/flows/test_wheel.py",
     "tests/flows/test_published_readers.py",
-    "tests/assets/test_incremental.py",
+    "tests/assets/registry/test_incremental.py",
     "tests/flows/test_publish_after_checks.py",
 )
 

@@ -21,8 +21,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "envduels_dagster"
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+README = ROOT / "README.md"
 # Outside sim/, only the CLI's `serve-sim` command may import the simulated models (it serves them).
-IMPORTS_SIM_ALLOWED = {"cli.py"}
+IMPORTS_SIM_ALLOWED = {"cli/__init__.py"}
 MAX_LINES = 400
 LONG_ALLOWED = {"core/sandbox/worker.py"}
 # Being split or decoupled on other branches (issue 14); remove the mark when the branch merges.
@@ -231,3 +232,124 @@ def test_no_core_import_runs_up_a_level_or_across_packages_of_one_level():
 def test_core_holds_packages_and_the_protocol_only():
     flat = sorted(p.name for p in (PACKAGE / "core").glob("*.py") if p.name not in {"__init__.py", "protocol.py"})
     assert flat == [], f"flat modules left in core/: {flat}"
+
+
+# The package root (docs/ARCHITECTURE.md "Layers: the package root", issue 47).
+ROOT_ROW = re.compile(r"^\| `([\w.]+/?)` \| ([^|]+) \| ([^|]*) \| .* \|$", re.M)
+MAX_ROOT_MODULES = 6
+
+
+def root_table() -> dict[str, set[str]]:
+    """entry (``core``, ``api``, ``__init__``) -> the entries it may import, from the root table."""
+    text = ARCHITECTURE.read_text()
+    section = text[text.index("## Layers: the package root"):text.index("## Where each concept lives")]
+    table = {}
+    for m in ROOT_ROW.finditer(section):
+        entry = m[1].removesuffix("/").removesuffix(".py")
+        assert entry not in table, f"docs/ARCHITECTURE.md: `{m[1]}` has two rows"
+        table[entry] = set(re.findall(r"`(\w+)`", m[3]))
+    return table
+
+
+def root_entries() -> dict[str, str]:
+    """What the package root holds: name -> "package" or "module" (``__pycache__`` and data folders aside)."""
+    out = {p.stem: "module" for p in PACKAGE.glob("*.py")}
+    out |= {p.name: "package" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    return out
+
+
+def test_the_root_table_matches_the_tree():
+    table, entries = root_table(), root_entries()
+    missing = sorted(set(entries) - set(table))
+    assert missing == [], (f"envduels_dagster/{missing}: add a row to docs/ARCHITECTURE.md \"Layers: the package "
+                           "root\" (its layer, what it may import, what it holds)")
+    gone = sorted(set(table) - set(entries))
+    assert gone == [], f"docs/ARCHITECTURE.md \"Layers: the package root\" names {gone}, which do not exist"
+    unknown = sorted({t for allowed in table.values() for t in allowed if t not in entries})
+    assert unknown == [], f"docs/ARCHITECTURE.md: \"may import\" names {unknown}, which are not root entries"
+    loose = [p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"
+             and not (p / "__init__.py").exists() and any(p.rglob("*.py"))]
+    assert loose == [], f"envduels_dagster/{loose}: Python files in a folder that is not a package"
+
+
+def test_the_root_is_a_handful_of_rooms():
+    modules = sorted(name for name, kind in root_entries().items() if kind == "module" and name != "__init__")
+    assert len(modules) <= MAX_ROOT_MODULES, (
+        f"envduels_dagster/ holds {len(modules)} modules besides its packages ({', '.join(modules)}); at most "
+        f"{MAX_ROOT_MODULES}: put a new one in the package of its kind (cli/, instance/, settings/, ...)")
+
+
+def root_entry(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__" if parts == ["envduels_dagster"] else None
+
+
+def root_violations(graph: dict[str, set[str]], table: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{module} ({root_entry(module)}) -> {target}"
+                  for module, targets in graph.items() for target in targets
+                  if root_entry(target) not in table.get(root_entry(module) or "", set()) | {root_entry(module)})
+
+
+def test_root_entries_import_only_what_their_row_allows():
+    bad = root_violations(package_graph(), root_table())
+    assert bad == [], ("imports against docs/ARCHITECTURE.md \"Layers: the package root\" (add the arrow there if "
+                       "it is meant, and check it points down the table):\n" + "\n".join(bad))
+
+
+def test_the_root_rule_sees_an_arrow_up_and_allows_one_down():
+    graph = {"envduels_dagster.core.protocol": {"envduels_dagster.cli.errors"},
+             "envduels_dagster.cli.errors": {"envduels_dagster.core.protocol", "envduels_dagster.cli.options"}}
+    assert root_violations(graph, root_table()) == ["envduels_dagster.core.protocol (core) -> envduels_dagster.cli.errors"]
+
+
+def test_the_core_levels_name_only_packages_that_exist():
+    levels, _ = planned_layout()
+    packages = {p.name for p in (PACKAGE / "core").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    gone = sorted(set(levels) - packages - {"protocol"})
+    assert gone == [], f"docs/ARCHITECTURE.md \"Layout\" gives a level to core/{gone}, which do not exist"
+    assert (PACKAGE / "core" / "protocol.py").exists()
+
+
+DOC_PATH = re.compile(r"`((?:[\w-]+/)+[\w-]+(?:\.py|/|\.\w+)?)`")
+
+
+def named_paths(text: str) -> list[str]:
+    return [m for m in DOC_PATH.findall(text) if "<" not in m]
+
+
+def resolves(name: str) -> bool:
+    """A path (``core/play/episode.py``, ``tests/conftest.py``, ``cli/``) or a module's attribute
+    (``core/play/episode.play_episode``) relative to the package, core/ or the checkout, that exists."""
+    bases = (PACKAGE, PACKAGE / "core", ROOT)
+    if any((base / name.rstrip("/")).exists() for base in bases):
+        return True
+    module, _, attr = name.rpartition(".")
+    for base in bases:
+        path = base / f"{module}.py"
+        if attr and path.exists() and re.search(rf"^(?:async def |def |class |)\s*{re.escape(attr)}\b", path.read_text(),
+                                                re.M):
+            return True
+    return False
+
+
+def test_every_path_architecture_names_exists():
+    text = ARCHITECTURE.read_text()
+    current = text[:text.index("| module today | planned path |")]  # the table below it is the history of a move
+    gone = sorted({name for name in named_paths(current) if not resolves(name)})
+    assert gone == [], f"docs/ARCHITECTURE.md names {gone}, which do not exist (moved? renamed?)"
+
+
+def test_a_moved_path_is_seen_as_gone():
+    assert resolves("core/play/episode.play_episode") and resolves("cli/") and resolves("tests/conftest.py")
+    assert not resolves("core/play/episodes.play_episode") and not resolves("core/export_contract.py")
+    assert not resolves("core/play/episode.no_such_function")
+
+
+def test_every_path_the_readme_names_in_how_the_pieces_fit_exists():
+    text = README.read_text()
+    section = text[text.index("## How the pieces fit"):text.index("### Environments and the sandbox")]
+    gone = sorted({name for name in named_paths(section) if not resolves(name)})
+    assert gone == [], f"README.md \"How the pieces fit\" names {gone}, which do not exist"
+    root = {f"{name}/" if kind == "package" else f"{name}.py" for name, kind in root_entries().items()} - {"__init__.py"}
+    unnamed = sorted(entry for entry in root if f"`{entry}`" not in section and f"`envduels_dagster/{entry}" not in section)
+    assert unnamed == [], f"README.md \"How the pieces fit\" does not say what {unnamed} hold"

@@ -24,7 +24,7 @@ coalesce(sampling, 'fixed') <> 'adaptive'
 {%- endmacro %}
 
 {#- The category of an (environment, solver) from its success rates; Python: core/stats/rules.categorize
-    (tests/assets/test_marts.py holds the two equal). -#}
+    (tests/assets/marts/test_marts.py holds the two equal). -#}
 {% macro category(p_cold, p_hint) -%}
 (case when {{ p_cold }} > 0 then 'wasted'
       when {{ p_hint }} > 0 then 'learnable'

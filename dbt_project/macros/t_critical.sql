@@ -1,7 +1,7 @@
 {#- Two-sided 95% critical value of Student's t with floor(df) degrees of freedom (df >= 1), as SQL.
 
     Why a table: DuckDB has no t quantile function. Values for df 1..100 are scipy.stats.t.ppf(0.975, df)
-    (10 decimals; tests/test_marts.py checks them against scipy); beyond 100 the Cornish-Fisher expansion in
+    (10 decimals; tests/assets/marts/test_marts.py checks them against scipy); beyond 100 the Cornish-Fisher expansion in
     1/df (error < 1e-7 there). Only alpha = 0.05 is tabulated: another `bootstrap_alpha` is refused. -#}
 {% macro t_critical(df) %}
 {%- if (var('bootstrap_alpha') | float) != 0.05 -%}

@@ -11,11 +11,8 @@ from envduels_dagster.core.authoring.plan import (
     DEFAULT_WAVE_SIZE,
     AuthoringPlan,
     AuthoringPlanError,
-    parse_families,
-    parse_threshold,
-    parse_wave_size,
 )
-from envduels_dagster.env_settings import SettingsError, value  # noqa: F401  (SettingsError: re-exported)
+from envduels_dagster.settings.variables import SettingsError, is_set, value  # noqa: F401  (SettingsError: re-exported)
 
 
 class DuelSettings(dg.ConfigurableResource):
@@ -61,46 +58,41 @@ class DuelSettings(dg.ConfigurableResource):
         """The authoring settings, checked (``AuthoringPlanError`` names the bad one)."""
         return AuthoringPlan(tuple(self.author_domains), self.author_duplicate_threshold, self.author_wave_size)
 
+    def training_rule(self):
+        """The training set's admission rule (``core.training.training_set.TrainingRule``) these settings give."""
+        from envduels_dagster.core.training.training_set import TrainingRule  # (pandas: not at definition load)
+
+        return TrainingRule(self.training_max_cold, self.training_min_hint, self.training_include_self_authored,
+                            self.training_admission, self.training_admission_threshold, self.training_cold_ceiling)
+
 
 # Environment variables that size and shape the runs the daemon launches (the demo honours them too),
-# read when the definitions are built; their ranges are checked once, up front (env_settings.py):
-# ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a newly written environment gets:
-# 0..N-1), ENVDUELS_TRAINING_ADMISSION; and the authoring slots' settings (core/authoring/plan.py parses
-# them) ENVDUELS_AUTHOR_DOMAINS (families separated by ';'), ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD (0..1 or
-# 'off'), ENVDUELS_AUTHOR_WAVE (slots per wave).
+# read when the definitions are built; parsed and checked in one place, the settings table
+# (settings/variables.py): ENVDUELS_ENVS_PER_AUTHOR, ENVDUELS_SEEDS (how many benchmark seeds a newly written
+# environment gets: 0..N-1), ENVDUELS_TRAINING_ADMISSION, and the authoring slots' ENVDUELS_AUTHOR_DOMAINS,
+# ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD, ENVDUELS_AUTHOR_WAVE.
 SETTINGS_ENV: dict[str, tuple[str, Callable[[Any], object]]] = {
     "ENVDUELS_ENVS_PER_AUTHOR": ("envs_per_author", int),
     "ENVDUELS_SEEDS": ("benchmark_seeds", lambda n: list(range(n))),
     "ENVDUELS_TRAINING_ADMISSION": ("training_admission", str),
-    "ENVDUELS_AUTHOR_DOMAINS": ("author_domains", lambda v: list(parse_families(v))),
-    "ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD": ("author_duplicate_threshold", parse_threshold),
-    "ENVDUELS_AUTHOR_WAVE": ("author_wave_size", parse_wave_size),
+    "ENVDUELS_AUTHOR_DOMAINS": ("author_domains", list),
+    "ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD": ("author_duplicate_threshold", lambda v: v),
+    "ENVDUELS_AUTHOR_WAVE": ("author_wave_size", int),
 }
-AUTHORING_ENV = ("ENVDUELS_AUTHOR_DOMAINS", "ENVDUELS_AUTHOR_DUPLICATE_THRESHOLD", "ENVDUELS_AUTHOR_WAVE")
 
 
 def settings_from_env(**overrides) -> DuelSettings:
     """``DuelSettings`` with the stored sizes (else ENVDUELS_ENVS_PER_AUTHOR / ENVDUELS_SEEDS), the other SETTINGS_ENV
     variables that are set, then ``overrides``; SettingsError when bad."""
-    import os
+    from envduels_dagster.settings.experiment import SIZE_ENV, for_runs
 
-    from envduels_dagster.experiment import SIZE_ENV, for_runs
-
-    # The sizes are the experiment's stored settings once a run stored them (envduels_dagster/experiment.py); the
+    # The sizes are the experiment's stored settings once a run stored them (envduels_dagster/settings/experiment.py); the
     # variables size only an experiment that has none yet. A command's own sizes come in as ``overrides``.
     sizes = for_runs()
     values: dict[str, object] = {"envs_per_author": sizes["envs_per_author"],
                                  "benchmark_seeds": list(range(sizes["seeds"]))}
     for var, (field, cast) in SETTINGS_ENV.items():
-        raw = os.environ.get(var, "").strip()
-        if not raw or var in SIZE_ENV.values():
-            continue
-        if var in AUTHORING_ENV:  # lists and 'off', parsed by core/authoring/plan.py
-            try:
-                values[field] = cast(raw)
-            except ValueError as exc:
-                raise SettingsError(f"{var}={raw!r} cannot be used: {exc}") from None
-        else:
+        if is_set(var) and var not in SIZE_ENV.values():
             values[field] = cast(value(var))
     settings = DuelSettings(**{**values, **overrides})
     try:

@@ -7,7 +7,7 @@ from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
 from envduels_dagster.core.models.budget import BudgetError, BudgetLedger, open_ledger
 from envduels_dagster.core.models.call_cache import open_call_cache
 from envduels_dagster.core.models.registry import Registry, load_registry
-from envduels_dagster.settings import envduels_home
+from envduels_dagster.settings.locations import envduels_home
 
 
 class GatewayResource(dg.ConfigurableResource):

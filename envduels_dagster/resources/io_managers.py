@@ -41,7 +41,7 @@ class PublishedTableIOManager(dg.ConfigurableIOManager):
     def snapshot_root(self) -> Path:
         if self.root:
             return Path(self.root)
-        from envduels_dagster.settings import envduels_home
+        from envduels_dagster.settings.locations import envduels_home
 
         return envduels_home() / "published"
 

@@ -23,14 +23,14 @@ def warehouse_file(warehouse: DuckDBResource) -> str:
     (``$ENVDUELS_HOME/warehouse.duckdb``, or ``ducklake:postgres:<url>`` in the shared profile)."""
     if warehouse.database:
         return warehouse.database
-    from envduels_dagster.settings import warehouse_location
+    from envduels_dagster.settings.locations import warehouse_location
 
     return warehouse_location()
 
 
 def lake_data_path(warehouse: DuckDBResource) -> str:
     """Where a DuckLake warehouse's Parquet files go: the resource's ``lake_data_path`` or ENVDUELS_LAKE_DATA."""
-    from envduels_dagster.settings import lake_data_path as default
+    from envduels_dagster.settings.locations import lake_data_path as default
 
     return getattr(warehouse, "lake_data_path", "") or default()
 
@@ -90,7 +90,7 @@ class HomeGatewayResource(GatewayResource):
 
     def resolved(self) -> GatewayResource:
         from envduels_dagster.core.models.registry import registry_path
-        from envduels_dagster.settings import cache_location
+        from envduels_dagster.settings.locations import cache_location
 
         fields = {name: getattr(self, name) for name in GatewayResource.model_fields}
         fields["registry_path"] = str(registry_path(self.registry_path or None))

@@ -12,7 +12,7 @@ To make each author parameter independent of solver skill, name a profile ``<sol
 the solver knobs of ``<solver>``, the author knobs of ``<style>`` (another profile's name, or one of
 AUTHOR_STYLES). ``tests/registries/negative_control.yaml`` gives every model the ``neutral-clean`` style (neutral, sloppiness 0):
 authoring is then identical across models, so no role separation and no skill-improvement
-correlation exist to be found (tests/core/stats/test_controls.py).
+correlation exist to be found (tests/core/rankings/test_controls.py).
 
 The ``hints-<level>`` styles plant one effect and nothing else: they are ``neutral`` in every knob but
 hint_quality (``hints-none`` 0.0, ``hints-low`` 0.25, ``hints-mid`` 0.5, ``hints-high`` 0.75, ``hints-all``

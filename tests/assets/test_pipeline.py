@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, pair_key
-from envduels_dagster.demo import materialize_all
+from envduels_dagster.cli.demo import materialize_all
 from tests.helpers.pipeline import pipeline_resources, write_registry
 
 pytestmark = pytest.mark.slow  # real pipeline runs: outside the `-m 'not slow'` loop
@@ -241,7 +241,7 @@ def test_the_pipelines_runs_are_the_projects_jobs_tagged_like_the_sensors(pipeli
     """Not anonymous __ephemeral_asset_job__ runs: each stage runs the job envduels_requests launches for it, with
     the request, stage and (for runs that call a model) provider tags the README promises."""
     from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
-    from envduels_dagster.run_coordinator import PROVIDER_TAG
+    from envduels_dagster.instance.run_coordinator import PROVIDER_TAG
 
     instance, _, _ = pipeline
     runs = [r for r in instance.get_runs() if r.tags.get("envduels/demo")]  # other tests here run by hand
@@ -283,7 +283,7 @@ def test_the_experiment_report_answers_with_author_values_top_row(pipeline):
     pair of pair_lift's round 0; every pair has an episode page."""
     import re
 
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     instance, _, db = pipeline
     html = (envduels_home() / "reports" / "experiment" / "index.html").read_text()

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_cli import cli_env, envduels, one_error_line
+from tests.helpers.cli import cli_env, envduels, one_error_line
 
 __all__ = ["cli_env"]  # the fixture, imported so this module can use it
 
 
 # One variable here (a CLI start is ~13 s on a loaded 2-core machine); every variable's message is tested on
-# settings_from_env in tests/core/test_authoring_slots.py.
+# settings_from_env in tests/core/authoring/test_authoring_slots.py.
 @pytest.mark.parametrize(("var", "value", "why"), [
     ("ENVDUELS_AUTHOR_WAVE", "0", "wave size 0: a whole number of slots from 1 to 1000 is needed"),
 ])

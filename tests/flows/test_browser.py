@@ -61,7 +61,8 @@ def _materialize(home: Path, registry: Path, **extra: str) -> None:
     """The small pipeline, in a child process with the test's ENVDUELS_HOME / DAGSTER_HOME."""
     code = (
         "import dagster as dg\n"
-        "from envduels_dagster.demo import materialize_all, prepare_instance_home\n"
+        "from envduels_dagster.cli.demo import materialize_all\n"
+        "from envduels_dagster.instance.home import prepare_instance_home\n"
         "from envduels_dagster.definitions import build_resources\n"
         "from envduels_dagster.resources import AuthorValueSettings, DuelSettings\n"
         "prepare_instance_home()\n"

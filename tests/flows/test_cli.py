@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -14,45 +13,14 @@ from pathlib import Path
 
 import pytest
 
-ENVDUELS = shutil.which("envduels", path=str(Path(sys.executable).parent)) or str(Path(sys.executable).parent / "envduels")
-
-GOOD = '''import random
-
-
-class Parity:
-    def __init__(self, max_turns=2):
-        self.max_turns = max_turns
-
-    def _answer(self, seed):
-        return random.Random(seed).choice(["even", "odd"])
-
-    def reset(self, seed):
-        self.answer = self._answer(seed)
-        self.turn = 0
-        return "Is my hidden number even or odd?", {}
-
-    def step(self, action):
-        self.turn += 1
-        won = self.answer in action
-        truncated = not won and self.turn >= self.max_turns
-        return ("Yes." if won else "No."), float(won), won, truncated, {}
-
-    def reference_actions(self, seed):
-        return [self._answer(seed)]
-'''
-
-
-@pytest.fixture
-def cli_env(envduels_home, sim_registry):
-    """Environment for the subprocess: a private home and a registry of two simulated models."""
-    env = dict(os.environ)
-    env["ENVDUELS_HOME"] = str(envduels_home)
-    env["ENVDUELS_REGISTRY"] = str(sim_registry(["oracle", "novice"]))
-    return env
-
-
-def envduels(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([ENVDUELS, *map(str, args)], env=env, capture_output=True, text=True, timeout=120)
+from tests.helpers.cli import (  # noqa: F401 - cli_env is a fixture
+    ENVDUELS,
+    GOOD,
+    build_export,
+    cli_env,
+    envduels,
+    one_error_line,
+)
 
 
 def test_console_script_is_installed():
@@ -160,27 +128,6 @@ def test_play_unknown_model_is_a_usage_error(cli_env, tmp_path):
 
 
 # --------------------------------------------------------------------------- export directories
-
-
-def build_export(root: Path, sources: dict[str, str]) -> Path:
-    """An EnvDuels export v1: manifest + sources + metadata + privileged hint files."""
-    entries = []
-    for env_id, source in sources.items():
-        (root / "envs").mkdir(parents=True, exist_ok=True)
-        (root / "meta").mkdir(exist_ok=True)
-        (root / "privileged").mkdir(exist_ok=True)
-        (root / "envs" / f"{env_id}.py").write_text(source)
-        (root / "meta" / f"{env_id}.json").write_text(json.dumps({"benchmark_seeds": [0, 1]}))
-        (root / "privileged" / f"{env_id}.json").write_text(
-            json.dumps({"environment_id": env_id, "hints": {"hint_1": "Think about parity.", "hint_2": "Guess."}}))
-        entries.append({
-            "id": env_id, "source": f"envs/{env_id}.py",
-            "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
-            "class_name": "Parity", "max_turns": 2, "domain": "logic", "split": "test", "author": "someone",
-            "metadata": f"meta/{env_id}.json", "privileged": f"privileged/{env_id}.json",
-        })
-    (root / "manifest.json").write_text(json.dumps({"format_version": 1, "environments": entries}))
-    return root
 
 
 def _manifest(root: Path) -> dict:
@@ -291,14 +238,6 @@ def test_export_sha256_is_of_the_file_bytes(tmp_path):
 # --------------------------------------------------------------------------- the error boundary
 
 
-def one_error_line(out: subprocess.CompletedProcess) -> str:
-    """stderr holds exactly one line, the error, and no traceback."""
-    lines = out.stderr.splitlines()
-    assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("envduels: error: ") and "Traceback" not in out.stderr
-    return lines[0]
-
-
 def test_version_prints_the_installed_version(cli_env):
     from importlib.metadata import version
 
@@ -355,6 +294,27 @@ def test_demo_with_a_bad_registry_is_one_line_exit_2(cli_env, tmp_path):
     assert one_error_line(out) == (f"envduels: error: registry error: {bad}: entry #1 ('ghost'): field 'model': "
                                    "unknown simulated profile 'nobody'; known: oracle, expert, journeyman, "
                                    "apprentice, novice")
+
+
+@pytest.mark.slow  # a few seconds (the CLI's imports, loaded 2-core machine)
+def test_demo_refuses_a_key_pasted_as_api_key_env_before_writing_anything(cli_env, tmp_path, envduels_home):
+    """Issue 47: every field of a registry entry is checked when the registry is read. A key pasted where its
+    variable's NAME belongs used to load (simulated models need no key), reach table model_registry and be caught
+    only by that table's check, after the warehouse held it; now the demo stops at load, says where, never
+    repeats the key and writes nothing."""
+    key = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7" * 2
+    bad = tmp_path / "pasted.yaml"
+    bad.write_text(f"models:\n  - name: oracle\n    model: envduels-sim/oracle\n"
+                   f"  - name: novice\n    model: envduels-sim/novice\n    api_key_env: {key}\n")
+    before = sorted(p.relative_to(envduels_home) for p in envduels_home.rglob("*"))
+    out = envduels({**cli_env, "ENVDUELS_REGISTRY": str(bad)}, "demo")
+    assert out.returncode == 2
+    assert one_error_line(out) == (f"envduels: error: registry error: {bad}: entry #2 ('novice'): field "
+                                   "'api_key_env': looks like a key itself: put the key in an environment variable "
+                                   "and write that variable's NAME here (e.g. OPENAI_API_KEY); the value was not "
+                                   "stored")
+    assert key not in out.stdout + out.stderr and key[:12] not in out.stdout + out.stderr
+    assert sorted(p.relative_to(envduels_home) for p in envduels_home.rglob("*")) == before  # nothing written
 
 
 # Issue 33, item 4: every bad value the fault hunt tried, refused before anything is written or spent. Before,
@@ -417,7 +377,7 @@ def test_every_command_checks_the_settings_first(cli_env, tmp_path):
 @pytest.mark.parametrize(("var", "value", "accepted"), [BAD_SETTINGS[4], BAD_SETTINGS[0], BAD_SETTINGS[7]])
 def test_loading_the_definitions_with_a_bad_setting_fails_with_the_same_line(monkeypatch, var, value, accepted):
     from envduels_dagster.definitions import build_definitions
-    from envduels_dagster.env_settings import SettingsError
+    from envduels_dagster.settings.variables import SettingsError
 
     monkeypatch.setenv(var, value)
     build_definitions.cache_clear()
@@ -429,7 +389,7 @@ def test_loading_the_definitions_with_a_bad_setting_fails_with_the_same_line(mon
 
 
 def test_good_settings_are_read_with_their_types_and_defaults():
-    from envduels_dagster.env_settings import check_settings
+    from envduels_dagster.settings.variables import check_settings
 
     values = check_settings({"ENVDUELS_ROUNDS": " 2 ", "ENVDUELS_STALE_INTERVAL_S": "0.5", "ENVDUELS_PANEL_MODE": "Live",
                              "ENVDUELS_SEEDS": ""})
@@ -613,7 +573,7 @@ def test_a_warehouse_locked_by_another_process_gets_the_friendly_message(tmp_pat
 
     import duckdb
 
-    from envduels_dagster.cli_errors import describe
+    from envduels_dagster.cli.errors import describe
 
     path = envduels_home / "warehouse.duckdb"
     envduels_home.mkdir(parents=True, exist_ok=True)

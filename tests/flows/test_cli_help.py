@@ -89,7 +89,7 @@ class Parity:
 
 def _serve_until_answering(cmd: str, env: dict, cwd: Path, pattern: str) -> None:
     """Start a serving example, wait for its address line, then stop it with SIGTERM: its whole tree must end."""
-    from envduels_dagster.ui_process import descendants
+    from envduels_dagster.cli.ui import descendants
 
     proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)

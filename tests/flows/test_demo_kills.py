@@ -16,8 +16,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from envduels_dagster.run_launcher import process_started_at
-from tests.flows.test_cli import ENVDUELS, cli_env  # noqa: F401 - the fixture
+from envduels_dagster.instance.run_launcher import process_started_at
+from tests.helpers.cli import ENVDUELS, cli_env  # noqa: F401 - cli_env is a fixture
 
 
 def dbt_children(parent: int) -> list[int]:

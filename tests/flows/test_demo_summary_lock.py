@@ -26,11 +26,11 @@ conn.close()
 
 SUMMARY = """
 import argparse, sys
-from envduels_dagster.demo import print_summary
+from envduels_dagster.cli.demo import print_summary
 try:
     print_summary({"request": "demo-1"}, wait_s=float(sys.argv[1]))
 except Exception as exc:
-    from envduels_dagster.cli_errors import describe
+    from envduels_dagster.cli.errors import describe
     message, code = describe(exc, argparse.Namespace(command="demo"))
     print("envduels: error: " + message, file=sys.stderr)
     sys.exit(code)

@@ -75,8 +75,9 @@ def produce_pairs(env: dict[str, str]) -> None:
     from envduels_dagster.assets.marts.project import prepare_manifest
     from envduels_dagster.assets.registry.assets import model_registry
     from envduels_dagster.assets.registry.partitions import pair_key, register_models
+    from envduels_dagster.cli.demo import QUIET
     from envduels_dagster.definitions import build_resources
-    from envduels_dagster.demo import QUIET, prepare_instance_home
+    from envduels_dagster.instance.home import prepare_instance_home
 
     prepare_manifest()
     with process_env(env):
@@ -109,7 +110,7 @@ def rematerialize_learner_path(env: dict[str, str], instance: dg.DagsterInstance
     """The same learner path again, in this process (``learner_job``'s training set and export with their blocking
     checks): the CLI's run spends most of its time starting a process per step (~1-2 min on busy cores), and what
     these steps test is the daemon's answer to a new materialization, not the command line, tested once above."""
-    from envduels_dagster.demo import QUIET
+    from envduels_dagster.cli.demo import QUIET
 
     with process_env({**env, "ENVDUELS_TRAINING_ADMISSION": "rule"}):
         result = producer_jobs().get_job_def("learner_job").execute_in_process(
@@ -155,7 +156,7 @@ def published(home):
 def test_downstream_runs_once_per_new_passing_set_under_the_daemon(tmp_path):
     from envduels_dagster.assets.training.checks import training_set_checks
     from envduels_dagster.definitions import build_resources
-    from tests.flows.test_downstream_example import corrupted_training_set
+    from tests.helpers.downstream import corrupted_training_set
 
     home = tmp_path / "home"
     home.mkdir()

@@ -1,7 +1,7 @@
 """Issue 41: the experiment's settings are stored with it (``$ENVDUELS_HOME/experiment.json``) and read back by
 later commands, the sensor's resources and the registry lookup; a change is priced and asked for, never silent.
 
-The daemon itself is driven in tests/flows/test_stored_settings_live.py (slow)."""
+The daemon itself is driven in tests/flows/test_live_flows.py (slow): its demo stores its command-line sizes."""
 
 from __future__ import annotations
 
@@ -10,16 +10,7 @@ import json
 import pytest
 
 from envduels_dagster.core.storage.experiment_file import ExperimentFileError, ExperimentSettings, read, write
-
-SIZE_VARS = ("ENVDUELS_ENVS_PER_AUTHOR", "ENVDUELS_SEEDS", "ENVDUELS_ROUNDS", "ENVDUELS_REGISTRY")
-
-
-@pytest.fixture
-def home(envduels_home, monkeypatch):
-    for var in SIZE_VARS:
-        monkeypatch.delenv(var, raising=False)
-    envduels_home.mkdir(parents=True)
-    return envduels_home
+from tests.helpers.cli import home  # noqa: F401 - home is a fixture
 
 
 def _stored(home, registry="/x/models.yaml", **sizes) -> ExperimentSettings:
@@ -56,8 +47,8 @@ def test_a_bad_settings_file_is_an_error_naming_the_file_and_field_never_the_def
 
 def test_the_daemon_side_reads_the_stored_sizes_over_the_variables_and_says_which_it_ignores(home, monkeypatch):
     from envduels_dagster.assets.rounds.definitions import configured_rounds
-    from envduels_dagster.experiment import ignored_variables
     from envduels_dagster.resources.duel_settings import settings_from_env
+    from envduels_dagster.settings.experiment import ignored_variables
 
     assert settings_from_env().envs_per_author == 10 and configured_rounds() == 1  # nothing stored: defaults
     monkeypatch.setenv("ENVDUELS_SEEDS", "5")
@@ -69,7 +60,7 @@ def test_the_daemon_side_reads_the_stored_sizes_over_the_variables_and_says_whic
 
 
 def test_a_command_reads_flags_then_variables_then_stored_then_defaults(home, monkeypatch, tmp_path):
-    from envduels_dagster.experiment import requested
+    from envduels_dagster.settings.experiment import requested
 
     registry = tmp_path / "models.yaml"
     registry.write_text("models: []\n")
@@ -162,7 +153,7 @@ def _sensor_tick(instance, tmp_path, written_seeds: list[int] | None = None):
 
     from envduels_dagster.core.storage.warehouse import ensure_schema
     from envduels_dagster.resources import DuelSettings
-    from tests.assets.test_incremental import tick
+    from tests.helpers.sensor_ticks import tick
 
     if written_seeds is not None:
         with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
@@ -229,9 +220,9 @@ def test_run_experiment_reports_each_stage_against_the_plan_and_a_larger_wave_pa
     name the number of environments (prompt version 3), so the first wave's calls come from the call cache."""
     import duckdb
 
-    from envduels_dagster.experiment import requested, with_envs
-    from envduels_dagster.experiment_change import plan_for
-    from envduels_dagster.run_command import run_experiment
+    from envduels_dagster.cli.experiment_change import plan_for
+    from envduels_dagster.cli.run import run_experiment
+    from envduels_dagster.settings.experiment import requested, with_envs
 
     registry = tmp_path / "models.yaml"
     registry.write_text("models:\n" + "".join(

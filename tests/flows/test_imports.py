@@ -17,9 +17,9 @@ from envduels_dagster.assets.registry.partitions import MODELS_PARTITION, SOLVER
 from envduels_dagster.core.authoring.imports import ImportInputError, import_partition, namespaced
 from envduels_dagster.core.protocol import MAX_SEED, EnvironmentSpec
 from envduels_dagster.core.requests.stages import plan_import, plan_new_models
-from tests.assets.test_incremental import keys_of, tick
-from tests.core.test_seeds64 import SOURCE, write_export_dir
+from tests.helpers.exports import SOURCE, write_export_dir
 from tests.helpers.pipeline import write_registry
+from tests.helpers.sensor_ticks import keys_of, tick
 
 SEEDS = [0, 4191792089, MAX_SEED]
 
@@ -178,7 +178,7 @@ def test_a_solver_version_bump_makes_its_import_pairs_stale_in_round_zero_only()
 
 @pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
 def test_a_failed_import_run_names_the_run_and_the_problem_and_writes_nothing(tmp_path, envduels_home, monkeypatch):
-    from envduels_dagster.importing import run_import
+    from envduels_dagster.cli.importing import run_import
 
     monkeypatch.setenv("DAGSTER_HOME", str(envduels_home / "dagster"))
     run = run_import("import:gone", tmp_path / "no-such-export")  # e.g. a staged copy deleted under the run

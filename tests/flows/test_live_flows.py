@@ -2,6 +2,11 @@
 then a fourth model appended to the registry while it runs, then (same daemon session) a target learner
 (``roles: [solver]``, issue 30).
 
+The demo's sizes are on its command line only, as a user types them (issue 41): before, the request sensor
+found every author stale (the sizes were not the defaults) and re-ran the whole experiment at 10 x 8. Now they
+are stored with the experiment, so the daemon on the finished demo launches nothing and leaves the warehouse
+unchanged, and the newcomer runs at the stored sizes.
+
 What must hold when nothing is queued or running any more: every run succeeded; the newcomer has
 partitions in every round; round 0 of the marts equals a from-scratch run on the four models; training
 sets agree wherever their inputs agree; and the marts were refreshed at most once per request. The learner
@@ -12,12 +17,14 @@ training set from the running daemon.
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import time
 
 import duckdb
 import pandas as pd
 import pytest
 
-from tests.helpers.daemon import add_models_live, live_env, run_demo, write_sim_registry
+from tests.helpers.daemon import add_models_live, live_env, run_demo, runs_since, wait_for_ticks, write_sim_registry
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +37,25 @@ MART_KEYS = {"pair_lift", "env_solver_stats", "author_scores", "solver_scores", 
 # same at the default size and tick. The fixed admission rule: the probability admission fits one prior on
 # every learner's rows, so a learner's set also depends on rounds the frozen panel leaves different from a
 # from-scratch run, and "training sets agree wherever their inputs agree" would compare nothing.
-SMALL = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "4", "ENVDUELS_SENSOR_INTERVAL_S": "2",
-         "ENVDUELS_AUTOMATION_INTERVAL_S": "2", "ENVDUELS_TRAINING_ADMISSION": "rule"}
+SIZES = {"ENVDUELS_ENVS_PER_AUTHOR": "3", "ENVDUELS_SEEDS": "4"}
+TICKS = {"ENVDUELS_SENSOR_INTERVAL_S": "2", "ENVDUELS_AUTOMATION_INTERVAL_S": "2", "ENVDUELS_TRAINING_ADMISSION": "rule"}
+SMALL = {**SIZES, **TICKS}
+# What "the daemon left the finished demo alone" compares: every row of the tables a re-run would rewrite.
+ROWS = {
+    "environments": "SELECT env_id, author, round, source_sha256, valid, benchmark_seeds::VARCHAR FROM environments ORDER BY 1",
+    "episodes": "SELECT env_id, solver, condition, seed, status, turns FROM episodes ORDER BY 1, 2, 3, 4",
+    "pair_lift": "SELECT round, author, solver, n_envs, lift FROM pair_lift ORDER BY 1, 2, 3",
+}
+
+
+def _rows(db) -> dict[str, list]:
+    for _ in range(60):  # a sensor tick may hold the file for a moment
+        try:
+            with duckdb.connect(str(db), read_only=True) as conn:
+                return {name: conn.execute(sql).fetchall() for name, sql in ROWS.items()}
+        except duckdb.IOException:
+            time.sleep(1)
+    raise AssertionError(f"{db} stayed locked")
 
 
 def _table(db, sql: str) -> pd.DataFrame:
@@ -45,22 +69,64 @@ def live(tmp_path_factory):
     scratch = home / "scratch"
     scratch.mkdir()
     write_sim_registry(scratch / "models.yaml", [*FIRST, ADDED])
+    db = home / "live" / "warehouse.duckdb"
+    idle: dict = {}
+
+    def daemon_on_the_finished_demo(instance, started: float) -> None:
+        # the sensor's first ticks look for stale partitions (the first look is immediate) and for partitions
+        # run outside a request: on a finished experiment, neither launches anything
+        idle["before"] = _rows(db)
+        wait_for_ticks(instance, "envduels_requests", after=time.time(), n=3, timeout_s=240)
+        idle["runs"], idle["after"] = runs_since(instance, started), _rows(db)
+
     # The from-scratch run is independent of the live one (its own home): it runs meanwhile, in a thread
     # that waits on its process, and quiet_s stays well above the daemon's gap between request stages.
+    # The live home has no size variable anywhere: the demo's sizes are on its command line only.
+    demo_args = ["--envs-per-author", SIZES["ENVDUELS_ENVS_PER_AUTHOR"], "--seeds", SIZES["ENVDUELS_SEEDS"]]
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         from_scratch = pool.submit(run_demo, live_env(scratch, scratch / "models.yaml", **SMALL), scratch / "demo.log")
         steps = add_models_live(home / "live", FIRST, [[ADDED], [LEARNER]], roles={LEARNER: "[solver]"},
-                                quiet_s=30, timeout_s=1200, **SMALL)
+                                quiet_s=30, timeout_s=1200, demo_args=demo_args,
+                                before_steps=daemon_on_the_finished_demo, **TICKS)
         from_scratch.result()
     assert len(steps) == 2, f"the first step did not settle; see {steps[0].log}"
     newcomer, learner = steps
-    return newcomer, home / "live" / "warehouse.duckdb", scratch / "warehouse.duckdb", learner
+    return newcomer, db, scratch / "warehouse.duckdb", learner, idle
 
 
 @pytest.fixture(scope="module")
 def live_newcomer(live):
     """(the newcomer's step, live warehouse, from-scratch warehouse): what the tests before issue 30 read."""
     return live[:3]
+
+
+def test_the_sizes_typed_on_the_demos_command_line_are_stored_with_the_experiment(live):
+    home = live[1].parent
+    stored = json.loads((home / "experiment.json").read_text())
+    assert (stored["envs_per_author"], stored["seeds"]) == (3, 4)
+    assert stored["registry"] == str(home / "models.yaml")
+
+
+def test_the_daemon_on_a_finished_demo_launches_nothing_and_leaves_the_warehouse_unchanged(live):
+    idle = live[4]
+    assert idle["runs"] == [], [(r.job_name, r.partition) for r in idle["runs"]]
+    assert idle["after"] == idle["before"]
+    assert len(idle["before"]["episodes"]) > 0
+
+
+def test_the_newcomer_runs_only_its_partitions_at_the_stored_sizes_and_keeps_every_old_row(live):
+    newcomer, db, _, _, idle = live
+    assert {r.partition for r in newcomer.runs if r.job_name == "author_job"} == {ADDED}
+    with duckdb.connect(str(db), read_only=True) as conn:
+        written = conn.execute("SELECT count(*), list(DISTINCT benchmark_seeds) FROM environments "
+                               "WHERE author = ? AND round = 0", [ADDED]).fetchone()
+    assert written == (3, [[0, 1, 2, 3]])  # the stored sizes, not the defaults' 10 x 8
+    after = _rows(db)
+    for table in ("environments", "episodes"):  # the old partitions were not re-run: their rows are unchanged
+        old_rows = set(idle["before"][table])
+        assert old_rows <= set(after[table]), table
+        new_rows = [row for row in after[table] if row not in old_rows]
+        assert all(ADDED in str(row[:2]) or LEARNER in str(row[:2]) for row in new_rows), new_rows[:5]
 
 
 def test_every_run_the_daemon_launched_succeeded(live):
@@ -129,7 +195,7 @@ def test_a_learner_added_to_the_running_daemon_plays_only_its_column(live):
     """Issue 30 through the running daemon (request sensor, run queue, automation): a ``roles: [solver]`` model
     appended to the registry gets only its pairs, each author x the learner, in round 0 and round 1, and its own
     training set and author value; nothing is authored or hardened and no other pair is replayed."""
-    _, db, _, learner = live
+    _, db, _, learner, _ = live
     jobs = {r.job_name for r in learner.runs}
     assert "author_job" not in jobs and not any(j.startswith("hardened_r") for j in jobs), sorted(jobs)
     column = [f"{a}|{LEARNER}" for a in AUTHORS]
@@ -153,7 +219,7 @@ def test_the_rankings_say_which_figures_the_mixed_roster_supports(live):
     (the rankings asset's metadata, as the UI shows it; the strings are core/requests/roster.py's ranking_scope)."""
     import dagster as dg
 
-    _, db, _, _ = live
+    _, db, _, _, _ = live
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DAGSTER_HOME", str(db.parent / "dagster"))
         with dg.DagsterInstance.get() as instance:

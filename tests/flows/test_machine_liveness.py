@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from envduels_dagster import run_launcher
-from envduels_dagster.run_launcher import HOST_TAG, PID_TAG, SEEN_KEY, WorkerCheckingRunLauncher
+from envduels_dagster.instance import run_launcher
+from envduels_dagster.instance.run_launcher import HOST_TAG, PID_TAG, SEEN_KEY, WorkerCheckingRunLauncher
 
 
 def _on(monkeypatch, host: str) -> None:
@@ -100,11 +100,11 @@ def test_the_silence_allowed_is_set_in_the_instance_config(tmp_path):
     import dagster as dg
 
     (tmp_path / "dagster.yaml").write_text(
-        "run_launcher:\n  module: envduels_dagster.run_launcher\n  class: WorkerCheckingRunLauncher\n"
+        "run_launcher:\n  module: envduels_dagster.instance.run_launcher\n  class: WorkerCheckingRunLauncher\n"
         "  config:\n    machine_silent_seconds: 45\n")
     with dg.DagsterInstance.from_config(str(tmp_path)) as inst:
         assert inst.run_launcher.machine_silent_seconds == 45.0
     (tmp_path / "dagster.yaml").write_text(
-        "run_launcher:\n  module: envduels_dagster.run_launcher\n  class: WorkerCheckingRunLauncher\n")
+        "run_launcher:\n  module: envduels_dagster.instance.run_launcher\n  class: WorkerCheckingRunLauncher\n")
     with dg.DagsterInstance.from_config(str(tmp_path)) as inst:
         assert inst.run_launcher.machine_silent_seconds == run_launcher.MACHINE_SILENT_S

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_cli import ENVDUELS, GOOD, build_export
+from tests.helpers.cli import ENVDUELS, GOOD, build_export
 
 PRICED = ("models:\n  - name: pricey\n    model: envduels-sim/oracle\n    input_cost_per_mtok: 1000\n"
           "    output_cost_per_mtok: 1000\n  - name: novice\n    model: envduels-sim/novice\n")
@@ -144,7 +144,7 @@ def test_plan_compare_warns_when_the_plan_was_made_for_other_sizes(priced_env, c
 HOLD_PILOT_LOCK = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from envduels_dagster.process_lock import exclusive
+    from envduels_dagster.cli.process_lock import exclusive
     with exclusive(Path(sys.argv[1]), "another pilot (envduels plan --pilot)"):
         print("holding", flush=True)
         time.sleep(600)
@@ -214,7 +214,7 @@ def test_stopping_the_pilot_is_exit_130_one_line_and_leaves_no_scratch_file(pric
 def test_a_thread_ended_by_an_interrupt_prints_no_traceback_and_sigterm_is_ctrl_c():
     script = textwrap.dedent("""
         import sys, threading, time
-        from envduels_dagster.interrupts import quiet_interrupts
+        from envduels_dagster.cli.interrupts import quiet_interrupts
         def watcher():  # as Dagster's orphan watcher: a KeyboardInterrupt raised in a thread
             raise KeyboardInterrupt
         try:
@@ -253,7 +253,7 @@ def test_prices_and_limits_are_finite_and_bounded(priced_env, tmp_path, field, v
 
 
 def test_json_output_is_never_non_finite():
-    from envduels_dagster.cli_envs import json_line
+    from envduels_dagster.cli.envs import json_line
 
     line = json_line({"cost_usd": float("inf"), "nested": [float("nan"), 1.5], "n": 3})
     assert json.loads(line) == {"cost_usd": None, "nested": [None, 1.5], "n": 3}
@@ -318,7 +318,7 @@ def test_ctrl_c_reaches_no_orphan_watcher_of_dagster_that_prints_a_traceback():
     KeyboardInterrupt traceback after the demo's "interrupted" (3 of 3 tries)."""
     from dagster._core.execution import compute_logs
 
-    from envduels_dagster.interrupts import quiet_orphan_watchers
+    from envduels_dagster.cli.interrupts import quiet_orphan_watchers
 
     def watcher_after_ctrl_c() -> tuple[bool, str]:
         tail = subprocess.Popen(["sleep", "60"])
@@ -349,7 +349,7 @@ def test_ctrl_c_reaches_no_orphan_watcher_of_dagster_that_prints_a_traceback():
 
 
 def test_the_quiet_watcher_still_stops_the_tail_when_its_parent_is_gone(tmp_path):
-    from envduels_dagster import interrupts
+    from envduels_dagster.cli import interrupts
 
     script = Path(interrupts.__file__).with_name("quiet_watch_orphans.py")
     tail = subprocess.Popen(["sleep", "60"])

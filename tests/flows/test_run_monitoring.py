@@ -20,14 +20,14 @@ import time
 
 import pytest
 
-from envduels_dagster.run_launcher import HOST_TAG, PID_TAG, worker_status
+from envduels_dagster.instance.run_launcher import HOST_TAG, PID_TAG, worker_status
 from tests.helpers.daemon import BIN, REPO, write_sim_registry
 
 FIXTURE = REPO / "tests" / "fixtures" / "monitoring"
 
 HOLD_RUN = textwrap.dedent("""
     import dagster as dg
-    from envduels_dagster.run_launcher import worker_tags
+    from envduels_dagster.instance.run_launcher import worker_tags
     from location import hold
     with dg.DagsterInstance.get() as instance:
         dg.materialize([hold], instance=instance, tags=worker_tags())
@@ -165,7 +165,7 @@ def test_a_run_on_another_machine_is_never_declared_dead_by_pid():
     import dagster as dg
     from dagster._core.storage.dagster_run import DagsterRun
 
-    from envduels_dagster.run_launcher import WorkerCheckingRunLauncher
+    from envduels_dagster.instance.run_launcher import WorkerCheckingRunLauncher
 
     done = subprocess.Popen([sys.executable, "-c", "pass"])
     done.wait()  # a pid no process has any more

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_shared_storage import pg  # noqa: F401  (the module's Postgres server fixture)
 from tests.helpers.pair_runs import ENVS_PER_AUTHOR, SEEDS
 from tests.helpers.paths import REPO
 from tests.helpers.pipeline import write_registry
+from tests.helpers.postgres import pg  # noqa: F401 - pg is a fixture (a Postgres server for the module)
 
 pytestmark = pytest.mark.slow
 

@@ -13,23 +13,9 @@ import time
 
 import pytest
 
-from tests.helpers.postgres import LocalPostgres, PostgresUnavailable
+from tests.helpers.postgres import pg  # noqa: F401 - pg is a fixture (a Postgres server for the module)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def pg():
-    pytest.importorskip("psycopg2", reason="the shared profile needs the [shared] extra (psycopg2-binary)")
-    pytest.importorskip("duckdb_extension_ducklake", reason="the shared profile needs the [shared] extra")
-    server = LocalPostgres()
-    try:
-        server.start()
-    except PostgresUnavailable as exc:
-        server.stop()
-        pytest.skip(f"no local Postgres server (Debian's postgresql package; .ci/run installs it): {exc}")
-    yield server
-    server.stop()
 
 
 def _frame(author: str, solver: str, version: int, rows: int = 12):

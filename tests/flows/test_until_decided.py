@@ -9,7 +9,7 @@ import re
 import duckdb
 import pytest
 
-from tests.flows.test_experiment_settings import home  # noqa: F401 - fixture
+from tests.helpers.cli import home  # noqa: F401 - home is a fixture
 
 REGISTRY = """models:
   - {name: oracle, model: envduels-sim/oracle, roles: [author], input_cost_per_mtok: 1, output_cost_per_mtok: 2}

@@ -40,7 +40,7 @@ from pathlib import Path
 t0 = time.perf_counter()
 import dagster as dg
 import envduels_dagster
-from envduels_dagster import project_files
+from envduels_dagster.core.storage import project_files
 from envduels_dagster.assets.marts.project import marts_project
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.core.models.registry import load_registry, registry_path
@@ -66,7 +66,7 @@ with dg.DagsterInstance.ephemeral() as instance:
         assert result.success, (name, [e.message for e in result.all_events if e.is_failure])
         done.append(name)
 import duckdb
-from envduels_dagster.settings import warehouse_path
+from envduels_dagster.settings.locations import warehouse_path
 with duckdb.connect(str(warehouse_path()), read_only=True) as conn:
     episodes = conn.execute("SELECT count(*) FROM episodes").fetchone()[0]
     lift = conn.execute("SELECT count(*) FROM pair_lift").fetchone()[0]

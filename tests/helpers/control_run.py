@@ -1,4 +1,4 @@
-"""One end-to-end control run (tests/core/stats/test_controls.py): ``materialize_all`` on a registry of
+"""One end-to-end control run (tests/core/rankings/test_controls.py): ``materialize_all`` on a registry of
 tests/registries with one hardening round, in this process or in a child process.
 
 Why a child process: the negative and the planted control run side by side to save suite time, and a pipeline
@@ -28,7 +28,7 @@ def run_control(tmp: Path, registry_name: str, envs_per_author: int, seeds: tupl
     ``authoring_progress``: its plain values). ``learners=False``: without the per-learner assets and studies."""
     import dagster as dg
 
-    from envduels_dagster.demo import materialize_all
+    from envduels_dagster.cli.demo import materialize_all
     from tests.helpers.pipeline import pipeline_resources
 
     registry = tmp / "models.yaml"

@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -43,11 +45,11 @@ def live_env(home: Path, registry: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_demo(env: dict[str, str], log: Path) -> None:
-    """``envduels demo`` at the size the daemon's runs use (ENVDUELS_ENVS_PER_AUTHOR, if the env sets it)."""
+def run_demo(env: dict[str, str], log: Path, args: list[str] | None = None) -> None:
+    """``envduels demo`` with ``args``; without them, at the size the env sets (ENVDUELS_ENVS_PER_AUTHOR), if any."""
     size = ["--envs-per-author", env["ENVDUELS_ENVS_PER_AUTHOR"]] if env.get("ENVDUELS_ENVS_PER_AUTHOR") else []
     with open(log, "w") as out:
-        proc = subprocess.run([str(BIN / "envduels"), "demo", *size], cwd=REPO, env=env, stdout=out,
+        proc = subprocess.run([str(BIN / "envduels"), "demo", *(size if args is None else args)], cwd=REPO, env=env, stdout=out,
                               stderr=subprocess.STDOUT, timeout=900)
     if proc.returncode != 0:
         raise AssertionError(f"envduels demo failed (rc={proc.returncode}); log: {log}\n{log.read_text()[-3000:]}")
@@ -79,7 +81,7 @@ class LiveResult:
         return out
 
 
-def _runs_since(instance, since: float) -> list[RunInfo]:
+def runs_since(instance, since: float) -> list[RunInfo]:
     import dagster as dg
 
     records = instance.get_run_records(dg.RunsFilter(created_after=_dt(since)))
@@ -169,7 +171,7 @@ def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float,
     t0 = time.monotonic()
     last_change, last_sig = time.monotonic(), None
     while time.monotonic() - t0 < timeout_s:
-        runs = _runs_since(instance, since)
+        runs = runs_since(instance, since)
         sig = tuple((r.run_id, r.status) for r in runs)
         if sig != last_sig:
             last_sig, last_change = sig, time.monotonic()
@@ -182,12 +184,12 @@ def wait_until_settled(instance, since: float, quiet_s: float, timeout_s: float,
             seen = time.time()
             for sensor in ("envduels_requests", "envduels_automation"):
                 wait_for_ticks(instance, sensor, after=seen, n=2, timeout_s=max(60.0, timeout_s / 10))
-            again = _runs_since(instance, since)
+            again = runs_since(instance, since)
             if tuple((r.run_id, r.status) for r in again) == sig and requests_open(instance) == 0:
                 return again, True
             continue
         time.sleep(3)
-    return _runs_since(instance, since), False
+    return runs_since(instance, since), False
 
 
 def add_model_live(home: Path, first: list[str], added: str, quiet_s: float = 100, timeout_s: float = 1500,
@@ -197,17 +199,22 @@ def add_model_live(home: Path, first: list[str], added: str, quiet_s: float = 10
 
 
 def add_models_live(home: Path, first: list[str], steps: list[list[str]], roles: dict[str, str] | None = None,
-                    quiet_s: float = 100, timeout_s: float = 1500, **extra_env: str) -> list[LiveResult]:
-    """Demo on ``first``, then ``dagster dev``; for each step, append its models to the registry (``roles`` as in
-    ``write_sim_registry``) and wait until nothing runs; one result per step, its runs those created after it.
-    One daemon session serves every step: each step is a registry change the running daemon must pick up."""
+                    quiet_s: float = 100, timeout_s: float = 1500, demo_args: list[str] | None = None,
+                    before_steps: Callable[[Any, float], None] | None = None, **extra_env: str) -> list[LiveResult]:
+    """Demo on ``first`` (``demo_args`` on its command line, as ``run_demo``), then ``dagster dev``; for each step,
+    append its models to the registry (``roles`` as in ``write_sim_registry``) and wait until nothing runs; one
+    result per step, its runs those created after it. One daemon session serves every step: each step is a
+    registry change the running daemon must pick up. ``before_steps(instance, started)`` runs once the daemon is
+    up, before the first step (``started``: when ``dagster dev`` started, epoch s): the finished demo as the daemon
+    first sees it. Without it the daemon gets 5 s."""
     import dagster as dg
 
     home.mkdir(parents=True, exist_ok=True)
     registry = home / "models.yaml"
     write_sim_registry(registry, first, roles)
     env = live_env(home, registry, **extra_env)
-    run_demo(env, home / "demo.log")
+    run_demo(env, home / "demo.log", demo_args)
+    started = time.time()
     dev = DagsterDev(env, home / "dagster-dev.log")
     results: list[LiveResult] = []
     try:
@@ -216,7 +223,10 @@ def add_models_live(home: Path, first: list[str], steps: list[list[str]], roles:
         os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
         try:
             with dg.DagsterInstance.get() as instance:
-                time.sleep(5)  # let the daemon's first sensor ticks see the unchanged registry
+                if before_steps is None:
+                    time.sleep(5)  # let the daemon's first sensor ticks see the unchanged registry
+                else:
+                    before_steps(instance, started)
                 names = list(first)
                 for added in steps:
                     t_added = time.time()

@@ -1,4 +1,5 @@
-"""Building blocks shared by tests: registries of simulated models and pipeline resources on temp files."""
+"""Building blocks shared by tests: registries of simulated models (``write_registry``; ``write_roles`` with roles) and
+pipeline resources on temp files."""
 
 from __future__ import annotations
 
@@ -45,3 +46,16 @@ def play_round0(instance, resources: dict, models: list[str]) -> None:
         for s in models:
             assert dg.materialize([duel_episodes], instance=instance, resources=resources,
                                   partition_key=pair_key(a, s)).success
+
+
+def write_roles(path, entries: dict[str, str | None]):
+    """A registry of simulated models; ``entries`` maps a profile name to its roles (None: both, the default)."""
+    lines = ["models:"]
+    for name, roles in entries.items():
+        lines += [f"  - name: {name}", f"    model: envduels-sim/{name}"] + ([f"    roles: {roles}"] if roles else [])
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+THREE_AUTHORS_ONE_LEARNER = {"oracle": "[author]", "expert": "[author]", "journeyman": "[author]",
+                             "novice": "[solver]"}

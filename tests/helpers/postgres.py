@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 
 class PostgresUnavailable(RuntimeError):
     pass
@@ -109,3 +111,17 @@ def wait_for(predicate, timeout_s: float = 30.0, interval_s: float = 0.1) -> boo
             return True
         time.sleep(interval_s)
     return False
+
+
+@pytest.fixture(scope="module")
+def pg():
+    pytest.importorskip("psycopg2", reason="the shared profile needs the [shared] extra (psycopg2-binary)")
+    pytest.importorskip("duckdb_extension_ducklake", reason="the shared profile needs the [shared] extra")
+    server = LocalPostgres()
+    try:
+        server.start()
+    except PostgresUnavailable as exc:
+        server.stop()
+        pytest.skip(f"no local Postgres server (Debian's postgresql package; .ci/run installs it): {exc}")
+    yield server
+    server.stop()

@@ -1,6 +1,6 @@
 """Synthetic lift -> learning tables (learner x author, a learner never studies its own environments).
 
-Why here: the false-positive test (tests/core/stats/test_crossed.py) and the benchmark
+Why here: the false-positive test (tests/core/studies/test_crossed.py) and the benchmark
 (benchmarks/calibration_learning.py) draw from the same generator. Under the null, lift and gain each have a
 learner effect and an author effect (all N(0, 1)) and a row noise N(0, noise^2), independent of each other:
 there is no association between lift and gain beyond the main effects. ``slope`` adds one: gain gets

@@ -1,6 +1,6 @@
 """Synthetic two-round tournaments with a known skill -> improvement truth (issue 16 calibration).
 
-Why here: the coverage test (tests/core/test_progress_interval.py) and the benchmark
+Why here: the coverage test (tests/core/rankings/test_progress_interval.py) and the benchmark
 (benchmarks/calibration_progress.py) draw from the same generator, so the test is the benchmark at a small size.
 
 Authors m0..m{A-1} also solve. Environment e of author a: base cold rate b_e ~ U(0, 0.1); solver s plays it

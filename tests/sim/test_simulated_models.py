@@ -24,6 +24,7 @@ from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec, parse_boxed
 from envduels_dagster.core.sandbox import SandboxedEnv
 from envduels_dagster.sim.profiles import PROFILES
+from tests.helpers.environments import UNKNOWN
 
 MID_AUTHORS = ("journeyman", "apprentice")  # author difficulty 0.55 and 0.45 (+-0.15 per environment)
 SLOTS_PER_AUTHOR = 4  # one environment of each family per author
@@ -157,28 +158,6 @@ def test_no_episode_is_incomplete_in_normal_play(mid_play):
     incomplete = [r for recs in mid_play.values() for r in recs if r.status == "incomplete"]
     assert incomplete == [], incomplete[:1]
 
-
-UNKNOWN = '''
-class Crossroads:
-    """A game no simulated model knows: pick a side at each of three forks."""
-
-    def __init__(self, max_turns=6):
-        self.max_turns = max_turns
-
-    def reset(self, seed):
-        self.path = ["left" if (seed >> i) & 1 else "right" for i in range(3)]
-        self.turn, self.fork = 0, 0
-        return "You reach a fork in the road. Go left or right?", {}
-
-    def step(self, action):
-        self.turn += 1
-        if action == "\\\\boxed{" + self.path[self.fork] + "}":
-            self.fork += 1
-            if self.fork == len(self.path):
-                return "You are home!", 1.0, True, False, {}
-            return "Another fork. Go left or right?", 0.0, False, False, {}
-        return "A dead end; back to the fork. Go left or right?", 0.0, False, self.turn >= self.max_turns, {}
-'''
 
 
 @pytest.mark.parametrize("solver", ["oracle", "novice"])

@@ -39,7 +39,7 @@ def materialize_import(context: dg.AssetExecutionContext, config: AuthoringConfi
     from envduels_dagster.core.authoring.validation import validate_environment
     from envduels_dagster.core.storage.warehouse import environments_frame
     from envduels_dagster.core.training.format import ExportFormatError, load_export
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     partition = context.partition_key
     export_dir = Path(config.export_dir) if config.export_dir else staged_export(envduels_home(), import_name(partition))

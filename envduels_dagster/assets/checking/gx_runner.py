@@ -279,8 +279,17 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def check_results(asset_key: dg.AssetKey, check_names: list[str], outcomes: list[Outcome], *,
-                  suite: str, partition: str | None = None, seconds: float | None = None,
+@dataclass(frozen=True)
+class SuiteRun:
+    """One run of a suite, as every check result of it reports it: the suite's name, the partition it checked
+    (None: unpartitioned) and the seconds it took (None: not timed)."""
+
+    suite: str
+    partition: str | None = None
+    seconds: float | None = None
+
+
+def check_results(asset_key: dg.AssetKey, check_names: list[str], outcomes: list[Outcome], run: SuiteRun, *,
                   warn: frozenset[str] | set[str] = frozenset(),
                   extra: dict[str, dict[str, Any]] | None = None) -> list[dg.AssetCheckResult]:
     """One AssetCheckResult per check name, from the outcomes of the rules tagged with it.
@@ -288,6 +297,7 @@ def check_results(asset_key: dg.AssetKey, check_names: list[str], outcomes: list
     ``warn``: checks whose failure is a warning (AssetCheckSeverity.WARN), not an error.
     ``extra``: additional metadata per check name.
     """
+    suite, partition, seconds = run.suite, run.partition, run.seconds
     results = []
     version = gx_version()
     for name in check_names:
@@ -351,9 +361,11 @@ def failed_results(asset_key: dg.AssetKey, check_names: list[str], message: str,
             for n in check_names]
 
 
-def run_suite(asset_key: dg.AssetKey, check_names: list[str], suite: str, frames: list[Frame], **kwargs: Any
-              ) -> list[dg.AssetCheckResult]:
-    """Validate ``frames`` and map the outcomes to one result per check name."""
+def run_suite(asset_key: dg.AssetKey, check_names: list[str], suite: str, frames: list[Frame],
+              partition: str | None = None, **kwargs: Any) -> list[dg.AssetCheckResult]:
+    """Validate ``frames`` and map the outcomes to one result per check name (``kwargs``: ``check_results``'s
+    ``warn`` and ``extra``)."""
     t0 = time.perf_counter()
     outcomes = validate(suite, frames)
-    return check_results(asset_key, check_names, outcomes, suite=suite, seconds=time.perf_counter() - t0, **kwargs)
+    return check_results(asset_key, check_names, outcomes, SuiteRun(suite, partition, time.perf_counter() - t0),
+                         **kwargs)

@@ -69,8 +69,7 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
     soon as it finishes, and one pair's failure does not stop the others.
     """
     if context.has_partition_key:
-        keys = context.partition_key.keys_by_dimension
-        return play_round_pair(context, keys["author"], keys["solver"], round_, gateway, sandbox, settings, warehouse)
+        return play_round_pair(context, round_, gateway, sandbox, settings, warehouse)
     from envduels_dagster.core.models import run_and_close
     from envduels_dagster.core.play.pair import Slots, provider_slots
 
@@ -106,7 +105,8 @@ def play_pairs(context: dg.AssetExecutionContext, round_: int, gateway: GatewayR
             except Exception:  # noqa: BLE001 - it fails when played, below
                 gate = alone
             try:
-                result = await _play_and_write(context, job, gw, sandbox, settings, warehouse, writer, gate.one)
+                options = pair_options(settings, sandbox.limits(), gate.one)
+                result = await _play_and_write(context, job, gw, options, warehouse, writer)
             except Exception as exc:  # noqa: BLE001 - isolated per pair, as above
                 failed[key] = _failure_text(exc)
                 context.log.error(f"pair {key} failed: {failed[key]}")
@@ -146,15 +146,17 @@ def _failure_text(exc: Exception) -> str:
     return str(exc) if isinstance(exc, dg.Failure) else f"{type(exc).__name__}: {exc}"
 
 
-def pair_options(settings: DuelSettings):
-    """The engine's options for a pair run, from the ``settings`` resource (adaptive sampling or fixed seeds)."""
+def pair_options(settings: DuelSettings, limits=None,
+                 slot: Callable[[], contextlib.AbstractAsyncContextManager] | None = None):
+    """The engine's options for a pair run, from the ``settings`` resource (adaptive sampling or fixed seeds),
+    the sandbox's ``limits`` and the ``slot`` each episode plays inside (its provider's, held only while it plays)."""
     from envduels_dagster.core.play.adaptive import AdaptivePolicy
     from envduels_dagster.core.play.pair import PairOptions
 
     adaptive = AdaptivePolicy(confidence=settings.adaptive_confidence, max_seeds=settings.adaptive_max_seeds,
                               max_cold=settings.training_max_cold, min_hint=settings.training_min_hint)
-    return PairOptions(concurrency=settings.episode_concurrency, budget_s=settings.episode_budget_s,
-                       adaptive=adaptive if settings.adaptive_sampling else None)
+    return PairOptions(limits=limits, budget_s=settings.episode_budget_s, concurrency=settings.episode_concurrency,
+                       slot=slot, adaptive=adaptive if settings.adaptive_sampling else None)
 
 
 @dataclasses.dataclass
@@ -191,12 +193,10 @@ def _prepare_pair(context: dg.AssetExecutionContext, author: str, solver: str, r
     return _PairJob(author, solver, round_, specs_from_rows(env_rows), solver_entry.version)
 
 
-async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, sandbox: SandboxResource,
-                          settings: DuelSettings, warehouse: DuckDBResource, writer: concurrent.futures.Executor,
-                          slot: Callable[[], contextlib.AbstractAsyncContextManager] | None = None,
-                          ) -> dg.MaterializeResult:
-    """Play one prepared pair through ``gw`` (shared by the run's pairs), each episode inside ``slot()`` (its
-    provider's slot, held only while the episode plays), then replace its rows in ``writer``."""
+async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, options,
+                          warehouse: DuckDBResource, writer: concurrent.futures.Executor) -> dg.MaterializeResult:
+    """Play one prepared pair through ``gw`` (shared by the run's pairs) as ``options`` say (:func:`pair_options`;
+    the run's progress log is added here), then replace its rows in ``writer``."""
     from envduels_dagster.core.models import LLMError
     from envduels_dagster.core.models.registry import RegistryError
     from envduels_dagster.core.play.pair import (
@@ -218,8 +218,7 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
             context.log.info(f"{author} x {solver} (round {round_}): {done}/{total} episodes")
 
     try:  # each episode holds its provider slot only while it plays; the pair's write waits outside them
-        played = await play_pair_with(gw, author, solver, envs, sandbox.limits(), pair_options(settings),
-                                      progress, slot)
+        played = await play_pair_with(gw, author, solver, envs, dataclasses.replace(options, on_progress=progress))
     except (LLMError, RegistryError) as exc:
         raise dg.Failure(f"model {solver!r} cannot be called, nothing was written: {exc}") from None
     except (AllCallsFailed, StoppedAtBudget) as exc:
@@ -259,18 +258,21 @@ async def _play_and_write(context: dg.AssetExecutionContext, job: _PairJob, gw, 
     return await asyncio.get_running_loop().run_in_executor(writer, write)
 
 
-def play_round_pair(context: dg.AssetExecutionContext, author: str, solver: str, round_: int,
-                    gateway: GatewayResource, sandbox: SandboxResource, settings: DuelSettings,
-                    warehouse: DuckDBResource) -> dg.MaterializeResult:
-    """Play every valid round-``round_`` environment of ``author`` with ``solver``; replace the pair's rows."""
+def play_round_pair(context: dg.AssetExecutionContext, round_: int, gateway: GatewayResource,
+                    sandbox: SandboxResource, settings: DuelSettings, warehouse: DuckDBResource) -> dg.MaterializeResult:
+    """Play every valid round-``round_`` environment of the run's pair (its partition key, ``author|solver``)
+    with the solver; replace the pair's rows."""
     from envduels_dagster.core.models import run_and_close
 
+    keys = context.partition_key.keys_by_dimension
+    author, solver = keys["author"], keys["solver"]
     registry = gateway.registry()
     with warehouse.get_connection() as conn:
         job = _prepare_pair(context, author, solver, round_, registry, conn)
     gw = gateway.gateway(registry)
+    options = pair_options(settings, sandbox.limits())
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envduels-writer") as writer:
-        return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, sandbox, settings, warehouse, writer)))
+        return asyncio.run(run_and_close(gw, _play_and_write(context, job, gw, options, warehouse, writer)))
 
 
 def budget_metadata(df, ledger=None) -> dict:

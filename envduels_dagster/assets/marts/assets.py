@@ -84,7 +84,7 @@ def leaderboard_table(table) -> dg.TableMetadataValue:
                 "$ENVDUELS_HOME/published/rankings/_all.parquet once its checks pass (`consumer.RANKINGS`).",
 )
 def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSettings):
-    from envduels_dagster.core.rankings.leaderboard import compute_rankings
+    from envduels_dagster.core.rankings.leaderboard import RankingConfig, compute_rankings
     from envduels_dagster.core.stats.multiple import lift_grid_tests
     from envduels_dagster.core.storage.warehouse import replace_table
 
@@ -99,9 +99,8 @@ def rankings(config: RankingsConfig, warehouse: DuckDBResource, settings: DuelSe
         raise dg.Failure(f"env_solver_stats has no round-{round_} rows: materialize the round's episodes and the "
                          "dbt marts first (DuelSettings.rankings_round picks the round)")
     skill = skill_ranks(registry[["name", "model"]].itertuples(index=False))  # providers that state one
-    table, summary = compute_rankings(stats, duels, n_boot=config.n_boot, seed=config.seed,
-                                      bt_prior=config.bt_prior, n_perm=config.n_perm, skill_rank=skill or None,
-                                      round_=round_)
+    ranking = RankingConfig(n_boot=config.n_boot, seed=config.seed, bt_prior=config.bt_prior, n_perm=config.n_perm)
+    table, summary = compute_rankings(stats, duels, ranking, skill_rank=skill or None, round_=round_)
     with warehouse.get_connection() as conn:
         replace_table(conn, "rankings", table)
         replace_table(conn, "rankings_summary", summary)

@@ -7,7 +7,7 @@ dbt runs as the ``envduels-dbt`` executable, and :class:`MartsDbtCliResource` sk
 in-process dbt adapter, which dagster-dbt builds only to fetch column metadata (we fetch
 none) and which would need dbt-core here. The dbt subprocess
 writes the same DuckDB file as the ``warehouse`` resource: the asset passes its path in
-``ENVDUELS_WAREHOUSE`` (read by the dbt plugin ``envduels_dagster/dbt_warehouse.py``) through the invocation's own
+``ENVDUELS_WAREHOUSE`` (read by the dbt plugin ``envduels_dagster/dbt_plugins/warehouse.py``) through the invocation's own
 environment, with this process's pid so that dbt dies with it (``dbt_cli.die_with_parent``). dbt holds the file's write lock for the whole build, so do not run it
 concurrently with other writers.
 

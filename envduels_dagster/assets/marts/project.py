@@ -24,7 +24,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from envduels_dagster.project_files import in_checkout, project_file
+from envduels_dagster.core.storage.project_files import in_checkout, project_file
 
 
 def import_dagster_dbt():
@@ -84,7 +84,9 @@ def manifest_cache_dir(project_dir: Path) -> Path:
     """Where an installed package without a manifest keeps the one it parses: ``ENVDUELS_DBT_CACHE``, else
     ``$XDG_CACHE_HOME`` (default ``~/.cache``)``/envduels``, else the temporary directory when that is not
     writable; one subdirectory per digest of the project's files, so an upgrade never reads a stale one."""
-    roots = [os.environ.get("ENVDUELS_DBT_CACHE"),
+    from envduels_dagster.settings.variables import text_value
+
+    roots = [text_value("ENVDUELS_DBT_CACHE"),
              str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "envduels"),
              str(Path(tempfile.gettempdir()) / f"envduels-{os.getuid()}")]
     for root in filter(None, roots):

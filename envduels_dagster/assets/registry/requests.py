@@ -5,7 +5,7 @@ the tags that tie a run to its request are written and read by the same code. Ea
 ``envduels/request`` and ``envduels/stage``: the UI's run list filters by request, and a failed run
 re-executed from the UI (re-execution keeps the tags) counts for its stage, so the request resumes.
 The provider tag is set here only on batches (their solvers share a provider); the instance's run
-coordinator sets it on every other run (``envduels_dagster/run_coordinator.py``).
+coordinator sets it on every other run (``envduels_dagster/instance/run_coordinator.py``).
 
 Why pair stages are batched: under the daemon a run costs seconds of launch, imports and event
 writes for a pair that plays in about one. A pair stage goes out as ranged runs of many pairs
@@ -19,8 +19,8 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 
 from envduels_dagster.core.requests.batching import pair_batches, pairs_in_range
 from envduels_dagster.core.requests.stages import RequestPlan, Stage, StageStatus, stage_status
-from envduels_dagster.env_settings import int_value
-from envduels_dagster.run_coordinator import PROVIDER_TAG
+from envduels_dagster.instance.run_coordinator import PROVIDER_TAG
+from envduels_dagster.settings.variables import int_value
 
 REQUEST_TAG = "envduels/request"
 STAGE_TAG = "envduels/stage"

@@ -17,6 +17,7 @@ model from the registry deletes nothing (README).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import dagster as dg
@@ -29,10 +30,10 @@ from envduels_dagster.core.models.registry import Registry, RegistryError, load_
 from envduels_dagster.core.requests.roster import Roster
 from envduels_dagster.core.requests.stages import RequestBook, next_step, plan_newcomers, plan_refresh, plan_stale
 from envduels_dagster.core.storage.experiment_file import ExperimentFileError
-from envduels_dagster.env_settings import float_value, sensor_interval, value
-from envduels_dagster.experiment import ignored_variables
-from envduels_dagster.experiment import stored as stored_settings
 from envduels_dagster.resources import DuelSettings
+from envduels_dagster.settings.experiment import ignored_variables
+from envduels_dagster.settings.experiment import stored as stored_settings
+from envduels_dagster.settings.variables import float_value, sensor_interval, value
 
 PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests/stages.py and the README
 STALE_INTERVAL_ENV = "ENVDUELS_STALE_INTERVAL_S"  # how often to look for stale partitions (default hourly)
@@ -65,8 +66,8 @@ def _open_requests(context, book: RequestBook, registry: Registry, roster: Roste
     stamp = f"{int(time.time())}"
     if new:
         mode = str(value(PANEL_MODE_ENV))
-        book.add(plan_newcomers(book.new_id(f"new-{stamp}"), roster.authors, roster.solvers, new.authors,
-                                new.solvers, rounds, mode, imported=sorted(book.imports)))
+        known = dataclasses.replace(roster, imports=tuple(sorted(book.imports)))  # the imports the book holds
+        book.add(plan_newcomers(book.new_id(f"new-{stamp}"), known, new, rounds, mode))
         return add_requests(new)
     _open_import_requests(context, book, roster, stamp)
     if book.open:

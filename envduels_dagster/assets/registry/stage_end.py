@@ -42,7 +42,7 @@ from envduels_dagster.assets.registry.requests import (
     stage_statuses,
 )
 from envduels_dagster.core.requests.stages import RequestBook, RequestPlan, next_step
-from envduels_dagster.env_settings import value
+from envduels_dagster.settings.variables import value
 
 SENSOR_NAME = "envduels_requests"
 STAGE_LAUNCH_ENV = "ENVDUELS_STAGE_LAUNCH"  # on-end (default) | sensor

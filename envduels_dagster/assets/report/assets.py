@@ -31,7 +31,7 @@ def _safe(name: str) -> str:
 
 
 def report_dir():
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     return envduels_home() / "reports" / "experiment"
 
@@ -72,7 +72,7 @@ def experiment_report(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     from envduels_dagster.core.report import experiment as rep
     from envduels_dagster.core.report.spend import read_ledger, read_pilot_costs
     from envduels_dagster.core.value.chart import value_sentence
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     round_ = settings.rankings_round
     folder = report_dir()
@@ -143,16 +143,14 @@ def _training_summaries(conn, settings: DuelSettings) -> dict[str, dict]:
     """Per learner: rows in table training_set, candidates, categories and the excluded candidates with why,
     from the rule the training_set asset applies (same settings, same episodes)."""
     from envduels_dagster.core.storage.warehouse import read_table
-    from envduels_dagster.core.training.training_set import TrainingRule, build_training_set
+    from envduels_dagster.core.training.training_set import build_training_set
 
     if not (_has(conn, "episodes") and _has(conn, "training_set")):
         return {}
     envs = read_table(conn, "environments")
     episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status FROM episodes").df()
     counts = dict(conn.execute("SELECT learner, count(*) FROM training_set GROUP BY learner").fetchall())
-    rule = TrainingRule(settings.training_max_cold, settings.training_min_hint,
-                        settings.training_include_self_authored, settings.training_admission,
-                        settings.training_admission_threshold, settings.training_cold_ceiling)
+    rule = settings.training_rule()
     out = {}
     for learner in sorted(set(episodes["solver"])):
         built = build_training_set(learner, episodes, envs, rule)

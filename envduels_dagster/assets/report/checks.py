@@ -46,7 +46,7 @@ def report_problems(html: str, folder: Path, top: dict[str, str], spend_total: f
                             "warehouse's.")
 def report_self_contained_and_matches_tables(warehouse: DuckDBResource) -> dg.AssetCheckResult:
     from envduels_dagster.core.report.spend import read_costs, read_pilot_costs, spend_table
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     folder = report_dir()
     path = folder / "index.html"

@@ -56,8 +56,7 @@ def make_round_assets(round_: int, previous_pairs: dg.AssetsDefinition) -> list[
         gw = gateway.gateway(registry)
         try:
             children = asyncio.run(run_and_close(gw, harden_author(
-                gw, author, round_, inputs.parents, inputs.episodes, inputs.other_hints,
-                settings.transcript_budget_chars, sandbox.limits())))
+                gw, author, round_, inputs, settings.transcript_budget_chars, sandbox.limits())))
         except (LLMError, RegistryError) as exc:
             raise dg.Failure(f"author {author!r} could not be called, nothing was written: {exc}") from None
         df = environments_frame(children, registry.get(author).version, utcnow())

@@ -15,7 +15,7 @@ from envduels_dagster.assets.rounds.jobs import round_jobs
 def configured_rounds() -> int:
     """The experiment's stored rounds, else ENVDUELS_ROUNDS (default 1, 0..20: env_settings.py), read when the
     definitions are built (a change of the stored rounds reaches a running UI when it reloads the location)."""
-    from envduels_dagster.experiment import for_runs
+    from envduels_dagster.settings.experiment import for_runs
 
     return for_runs()["rounds"]
 

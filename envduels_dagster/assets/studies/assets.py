@@ -34,7 +34,7 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
     from envduels_dagster.core.models.capabilities import trainers
     from envduels_dagster.core.storage.warehouse import read_table, replace_rows
     from envduels_dagster.core.studies.learning import correlation_summary
-    from envduels_dagster.core.studies.lift import run_study
+    from envduels_dagster.core.studies.lift import StudyConfig, StudyTables, run_study
 
     registry = gateway.registry()
     # learners are the models with the solver role whose provider can train them (the simulated); the
@@ -45,9 +45,10 @@ def lift_learning(context: dg.AssetExecutionContext, gateway: GatewayResource, s
         training = read_table(conn, "training_set")  # used when study_train_on == "training_set"
         lift = read_table(conn, "pair_lift", {"round": 0})  # per round: the round-0 environments' lift
     gw = gateway.gateway(registry)
+    config = StudyConfig(tuple(registry.authors), settings.study_heldout_envs, tuple(settings.benchmark_seeds),
+                         settings.study_train_on, sandbox.limits())
     df = asyncio.run(run_and_close(gw, run_study(
-        gw, registry.authors, learners, envs, training, lift, settings.study_train_on, settings.study_heldout_envs,
-        list(settings.benchmark_seeds), sandbox.limits(),
+        gw, learners, StudyTables(envs, training, lift), config,
         on_learner=lambda learner: context.log.info(f"lift->learning: studied {learner}"))))
     with warehouse.get_connection() as conn:
         replace_rows(conn, "lift_learning", df)

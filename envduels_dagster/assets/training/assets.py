@@ -44,16 +44,14 @@ from envduels_dagster.resources.io_managers import PUBLISHED_IO_MANAGER_KEY
 def training_set(context: dg.AssetExecutionContext, settings: DuelSettings, warehouse: DuckDBResource):
     from envduels_dagster.core.storage.warehouse import read_table, replace_rows
     from envduels_dagster.core.training.publication import content_version
-    from envduels_dagster.core.training.training_set import TrainingRule, build_training_set
+    from envduels_dagster.core.training.training_set import build_training_set
 
     learner = context.partition_key
     with warehouse.get_connection() as conn:
         envs = read_table(conn, "environments")  # (ensures the schema)
         # every learner's rows fit the prior of the rates; transcripts are not needed
         episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status FROM episodes").df()
-    rule = TrainingRule(settings.training_max_cold, settings.training_min_hint,
-                        settings.training_include_self_authored, settings.training_admission,
-                        settings.training_admission_threshold, settings.training_cold_ceiling)
+    rule = settings.training_rule()
     built = build_training_set(learner, episodes, envs, rule)
     df = built.rows
     with warehouse.get_connection() as conn:

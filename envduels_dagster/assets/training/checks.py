@@ -19,6 +19,8 @@ environments.
 """
 
 
+from typing import TYPE_CHECKING
+
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
@@ -36,6 +38,9 @@ from envduels_dagster.assets.shared import publish_if_passed
 from envduels_dagster.assets.training.assets import training_export, training_set
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.resources.io_managers import PublishedTableIOManager
+
+if TYPE_CHECKING:
+    from envduels_dagster.core.training.training_set import TrainingRule
 
 ASSET = training_set.key
 EXPORT = training_export.key
@@ -89,9 +94,13 @@ def recomputed_admission(conn, episodes: str, envs: str, ts, learner: str, min_h
     return out
 
 
-def load_frames(conn, learner: str, max_cold: float, min_hint: float, include_self: bool,
-                method: str = "rule", threshold: float = 0.5, cold_ceiling: float = 0.25) -> list[Frame]:
+def load_frames(conn, learner: str, rule: "TrainingRule") -> list[Frame]:
+    """The learner's training-set rows joined with what the episodes and environments say, as the suite's frames;
+    ``rule``: the admission rule the set was built with."""
     import numpy as np  # noqa: PLC0415 - loading the definitions imports no numpy (tests/assets/test_code_location.py)
+
+    max_cold, min_hint, include_self = rule.max_cold, rule.min_hint, rule.include_self_authored
+    method, threshold, cold_ceiling = rule.method, rule.threshold, rule.cold_ceiling
 
     from envduels_dagster.core.stats.matched_sql import matched_seeds_sql
 
@@ -200,12 +209,14 @@ def validate_frames(frames, learner: str) -> list[dg.AssetCheckResult]:
     return run_suite(ASSET, NAMES, "training_set_suite", frames, partition=learner)
 
 
-def evaluate_training_set(conn, learner: str, max_cold: float = 0.0, min_hint: float = 0.5,
-                          include_self: bool = False, method: str = "rule", threshold: float = 0.5,
-                          cold_ceiling: float = 0.25) -> list[dg.AssetCheckResult]:
-    """Validate one learner's training set against the episodes and environments tables."""
-    return validate_frames(load_or_error(load_frames, conn, learner, max_cold, min_hint, include_self, method,
-                                         threshold, cold_ceiling), learner)
+def evaluate_training_set(conn, learner: str, rule: "TrainingRule | None" = None) -> list[dg.AssetCheckResult]:
+    """Validate one learner's training set against the episodes and environments tables (``rule``: the one it was
+    built with; by default the observed-rate rule, ``TrainingRule(method="rule")``)."""
+    if rule is None:
+        from envduels_dagster.core.training.training_set import TrainingRule
+
+        rule = TrainingRule(method="rule")
+    return validate_frames(load_or_error(load_frames, conn, learner, rule), learner)
 
 
 @dg.multi_asset_check(
@@ -216,10 +227,8 @@ def evaluate_training_set(conn, learner: str, max_cold: float = 0.0, min_hint: f
 def training_set_checks(context: dg.AssetCheckExecutionContext, warehouse: DuckDBResource, settings: DuelSettings,
                         envduels_published: dg.ResourceParam[PublishedTableIOManager]):
     learner = partition_keys(context)["key"]
-    args = (learner, settings.training_max_cold, settings.training_min_hint, settings.training_include_self_authored,
-            settings.training_admission, settings.training_admission_threshold, settings.training_cold_ceiling)
     with warehouse.get_connection() as conn:  # read, then release the file before validating
-        frames = load_or_error(load_frames, conn, *args)
+        frames = load_or_error(load_frames, conn, learner, settings.training_rule())
     # write-audit-publish: the set's staged snapshot becomes the published one only if all of these passed
     yield from publish_if_passed(context, envduels_published, ASSET, validate_frames(frames, learner), NAMES, learner)
 

@@ -75,6 +75,7 @@ def author_value_table(table) -> dg.TableMetadataValue:
 def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueSettings, settings: DuelSettings,
                  warehouse: DuckDBResource) -> dg.MaterializeResult:
     from envduels_dagster.core.storage.warehouse import read_table, replace_rows
+    from envduels_dagster.core.value.author_value import ValueConfig
     from envduels_dagster.core.value.author_value import author_value as compute_author_value
     from envduels_dagster.core.value.chart import answer_markdown, svg_data_uri, value_sentence, value_svg
 
@@ -86,9 +87,10 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         episodes = conn.execute("SELECT env_id, author, solver, round, condition, seed, status, model_calls, cost_usd "
                                 "FROM episodes").df()
     s = value_settings
-    table, mix = compute_author_value(envs, episodes, learner, budget_usd=s.budget_usd, budget_calls=s.budget_calls,
-                                      max_share=s.max_share, min_envs=s.min_envs, n_boot=s.n_boot,
-                                      cold_ceiling=settings.training_cold_ceiling,
+    config = ValueConfig(projection_budget_usd=s.projection_budget_usd,
+                         projection_budget_calls=s.projection_budget_calls, max_share=s.max_share,
+                         min_envs=s.min_envs, n_boot=s.n_boot)
+    table, mix = compute_author_value(envs, episodes, learner, config, cold_ceiling=settings.training_cold_ceiling,
                                       min_hint=settings.training_min_hint)
     with warehouse.get_connection() as conn:
         replace_rows(conn, "author_value", table, {"learner": learner})
@@ -108,13 +110,13 @@ def author_value(context: dg.AssetExecutionContext, value_settings: AuthorValueS
         "chart_file": dg.MetadataValue.path(str(chart)),
         "rank_basis": str(table["rank_basis"].iloc[0]) if len(table) else "none",
         "projection": display_table(mix.to_dict("records"), MIX_COLUMNS, "author_value_mix"),
-        "budget": dg.MetadataValue.json({"usd": s.budget_usd, "calls": s.budget_calls, "max_share": s.max_share}),
+        "budget": dg.MetadataValue.json({"usd": s.projection_budget_usd, "calls": s.projection_budget_calls, "max_share": s.max_share}),
         **table_metadata(warehouse, "author_value", {"learner": learner}),  # the column descriptions last
     }))
 
 
 def _chart_path(learner: str):
-    from envduels_dagster.settings import envduels_home
+    from envduels_dagster.settings.locations import envduels_home
 
     folder = envduels_home() / "reports" / "author_value"
     folder.mkdir(parents=True, exist_ok=True)

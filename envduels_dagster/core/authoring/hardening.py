@@ -47,15 +47,18 @@ def _slot_key(spec: EnvironmentSpec) -> tuple[int, str]:
     return (int(parts[1]), spec.env_id) if len(parts) == 3 and parts[1].isdigit() else (1 << 30, spec.env_id)
 
 
-async def harden_author(gw, author: str, round_: int, parents, peer_episodes: pd.DataFrame,
-                        other_hints: list[str], budget: int, limits) -> list[EnvironmentSpec]:
-    """Round ``round_`` children of ``parents``: each one hardened (and validated) or kept, in slot order.
+async def harden_author(gw, author: str, round_: int, inputs: HardeningInputs, budget: int,
+                        limits) -> list[EnvironmentSpec]:
+    """Round ``round_`` children of ``inputs.parents``: each one hardened (and validated) or kept, in slot order.
+    Each parent's digest shows its episodes among ``inputs.episodes`` played by others, within ``budget``
+    characters, with ``inputs.other_hints`` scrubbed from it.
 
     Every slot's call is made at once (one call's wall time, not the sum: a real hardening call takes
     minutes), within the provider's ``max_in_flight`` and rate limits (the gateway enforces them); the first
     failure cancels the others (``gather_or_cancel``). The replies are then read and validated in slot order."""
     from envduels_dagster.core.concurrency.gather import gather_or_cancel
 
+    parents, peer_episodes, other_hints = inputs.parents, inputs.episodes, inputs.other_hints
     digests = []
     for slot, parent in enumerate(parents):
         peers = peer_episodes[(peer_episodes["env_id"] == parent.env_id) & (peer_episodes["solver"] != author)]

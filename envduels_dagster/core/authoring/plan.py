@@ -109,13 +109,18 @@ def check_wave_size(value: int) -> int:
     return value
 
 
+DEFAULT_DOMAIN = "any domain you like"  # the brief every slot gets when nobody asks for another
+
+
 @dataclass(frozen=True)
 class AuthoringPlan:
-    """Domain families (cycled over the slots), the duplicate threshold (None: no check), slots per wave."""
+    """Domain families (cycled over the slots), the duplicate threshold (None: no check), slots per wave, and the
+    brief every slot is given (``domain``; a slot's family is added to it, ``prompts.author_messages``)."""
 
     families: tuple[str, ...] = DEFAULT_DOMAIN_FAMILIES
     duplicate_threshold: float | None = DEFAULT_DUPLICATE_THRESHOLD
     wave_size: int = DEFAULT_WAVE_SIZE
+    domain: str = DEFAULT_DOMAIN
 
     def __post_init__(self) -> None:  # a plan that exists is usable: checked before any call is made
         object.__setattr__(self, "families", check_families(self.families))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envduels_dagster.core.authoring.duplicates import duplicate_reason, find_duplicate
-from envduels_dagster.core.authoring.plan import AuthoringPlan, design_title
+from envduels_dagster.core.authoring.plan import DEFAULT_DOMAIN, AuthoringPlan, design_title
 from envduels_dagster.core.authoring.reply_parsing import AuthorReplyError, ParsedReply, parse_author_reply
 from envduels_dagster.core.concurrency.gather import gather_or_cancel
 from envduels_dagster.core.models.contract import AuthorRequest, Prompt
@@ -94,7 +94,6 @@ The hint is a JSON string: write a backslash as \\\\ (so \\\\boxed) and a double
 Domain brief: {domain}
 {earlier}Environment slot: {slot}
 """
-DEFAULT_DOMAIN = "any domain you like"
 EARLIER_DESIGNS = ("You already wrote these environments in this batch. Do not repeat these designs: a near-copy "
                    "of one is rejected as a duplicate.\n{titles}\n")
 
@@ -156,9 +155,9 @@ def simulated_author(gateway: ChatGateway, author: str) -> bool:
 
 
 async def author_environments(gateway: ChatGateway, author: str, count: int, seeds: list[int], limits=None,
-                              round_: int = 0, domain: str = DEFAULT_DOMAIN, on_progress=None,
-                              plan: AuthoringPlan | None = None) -> list[EnvironmentSpec]:
-    """Have ``author`` write ``count`` environments and validate each in the sandbox.
+                              on_progress=None, plan: AuthoringPlan | None = None) -> list[EnvironmentSpec]:
+    """Have ``author`` write ``count`` round-0 environments and validate each in the sandbox (later rounds are
+    hardened from these: ``hardening.harden_author``).
 
     Slots go in waves (``plan``, ``core/authoring/plan.py``): each slot has its own domain family, and the
     slots of a later wave see the titles of the valid environments of the earlier ones. The calls of a wave
@@ -177,10 +176,10 @@ async def author_environments(gateway: ChatGateway, author: str, count: int, see
     specs: list[EnvironmentSpec] = []
     for wave in plan.waves(count):
         titles = [design_title(s.class_name, s.domain) for s in specs if s.valid]
-        prompts = [author_messages(slot, count, domain, seeds, plan.family(slot), titles) for slot in wave]
+        prompts = [author_messages(slot, count, plan.domain, seeds, plan.family(slot), titles) for slot in wave]
         replies = await gather_or_cancel(gateway.chat(author, prompt, seed=slot) for slot, prompt in zip(wave, prompts))
         for slot, reply in zip(wave, replies):
-            spec = spec_from_reply(author, slot, reply.text, seeds, round_, PROMPT_VERSION).model_copy(
+            spec = spec_from_reply(author, slot, reply.text, seeds, 0, PROMPT_VERSION).model_copy(
                 update=usage_fields(gateway, author, reply))
             if spec.reject_reason is None and threshold is not None:
                 copied = find_duplicate(spec.source, {s.env_id: s.source for s in specs if s.valid}, threshold)

@@ -24,7 +24,7 @@ import aiohttp
 import orjson
 
 from envduels_dagster.core.models.errors import retry_after_seconds
-from envduels_dagster.core.models.types import Completion
+from envduels_dagster.core.models.types import CallConfig, Completion
 
 DEFAULT_LIMIT = 8 * 1024 * 1024  # the registry's default max_reply_bytes
 
@@ -72,23 +72,22 @@ def parse_completion(status: int, retry_after: str | None, raw: bytes) -> tuple[
     return reply.text, reply.prompt_tokens, reply.completion_tokens
 
 
-def request_body(model: str, messages, temperature: float, max_tokens: int, seed: int | None,
-                 extra: dict[str, Any] | None, params: dict[str, Any] | None = None) -> bytes:
-    """The chat-completions body. ``extra``: the typed request, for envduels serve-sim endpoints only.
-    ``params``: the registry's provider options, as body fields (an ``extra_body`` mapping is merged in,
+def request_body(model: str, messages, config: CallConfig) -> bytes:
+    """The chat-completions body. ``config.request``: the typed request, for envduels serve-sim endpoints only.
+    ``config.params``: the registry's provider options, as body fields (an ``extra_body`` mapping is merged in,
     as the OpenAI SDK does)."""
     body: dict[str, Any] = {}
-    if params:  # first: what the engine sets below always wins (the registry refuses those names anyway)
-        options = dict(params)
+    if config.params:  # first: what the engine sets below always wins (the registry refuses those names anyway)
+        options = dict(config.params)
         body.update(options.pop("extra_body", None) or {})
         body.update(options)
-    body.update(model=model, messages=messages, temperature=temperature, max_tokens=max_tokens)
-    if seed is not None:
-        body["seed"] = seed
-    if extra is not None:
+    body.update(model=model, messages=messages, temperature=config.temperature, max_tokens=config.max_tokens)
+    if config.seed is not None:
+        body["seed"] = config.seed
+    if config.request is not None:
         from envduels_dagster.core.models.contract import WIRE_FIELD
 
-        body[WIRE_FIELD] = extra
+        body[WIRE_FIELD] = config.request
     return orjson.dumps(body)
 
 
@@ -156,16 +155,15 @@ class FastClient:
                                                   json_serialize=lambda o: orjson.dumps(o).decode())
         return self._session
 
-    async def chat(self, api_base: str, model: str, messages, *, api_key: str | None, temperature: float,
-                   max_tokens: int, seed: int | None, timeout_s: float, extra: dict[str, Any] | None = None,
-                   params: dict[str, Any] | None = None, max_reply_bytes: int = DEFAULT_LIMIT) -> Completion:
-        """The completion; raises HTTPStatusError, MalformedBody (also for a body over ``max_reply_bytes``,
-        raw or decompressed, refused before it is read whole), timeouts, OSError."""
-        data = request_body(model, messages, temperature, max_tokens, seed, extra, params)
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'no-key'}"}
+    async def chat(self, api_base: str, model: str, messages, config: CallConfig) -> Completion:
+        """The completion; raises HTTPStatusError, MalformedBody (also for a body over ``config.max_reply_bytes``,
+        raw or decompressed, refused before it is read whole), timeouts (``config.timeout_s``), OSError."""
+        data = request_body(model, messages, config)
+        max_reply_bytes = config.max_reply_bytes
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {config.api_key or 'no-key'}"}
         url = api_base.rstrip("/") + "/chat/completions"
         session = self._get_session()
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(config.timeout_s):
             async with session.post(url, data=data, headers=headers) as resp:
                 if (resp.content_length or 0) > max_reply_bytes:
                     raise too_large(max_reply_bytes, resp.content_length)
@@ -312,25 +310,22 @@ class H1Client(FastClient):
             _H1Connection, host, port, ssl=ssl_context, server_hostname=host if ssl_context else None)
         return conn
 
-    async def chat(self, api_base: str, model: str, messages, *, api_key: str | None, temperature: float,
-                   max_tokens: int, seed: int | None, timeout_s: float, extra: dict[str, Any] | None = None,
-                   params: dict[str, Any] | None = None, max_reply_bytes: int = DEFAULT_LIMIT) -> Completion:
+    async def chat(self, api_base: str, model: str, messages, config: CallConfig) -> Completion:
         scheme, host, port, path, host_header, proxied = self._target(api_base)
         if proxied:  # proxies (CONNECT tunnels, absolute-form requests) are aiohttp's job
-            return await super().chat(api_base, model, messages, api_key=api_key, temperature=temperature,
-                                      max_tokens=max_tokens, seed=seed, timeout_s=timeout_s, extra=extra,
-                                      params=params, max_reply_bytes=max_reply_bytes)
+            return await super().chat(api_base, model, messages, config)
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # connections belong to the loop that opened them
             self._idle, self._loop = {}, loop
-        data = request_body(model, messages, temperature, max_tokens, seed, extra, params)
+        data = request_body(model, messages, config)
+        max_reply_bytes = config.max_reply_bytes
         head = (f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: envduels\r\n"
-                f"Content-Type: application/json\r\nAuthorization: Bearer {api_key or 'no-key'}\r\n"
+                f"Content-Type: application/json\r\nAuthorization: Bearer {config.api_key or 'no-key'}\r\n"
                 f"Content-Length: {len(data)}\r\n\r\n").encode("latin-1")
         idle = self._idle.setdefault((scheme, host, port), [])
         conn = None
         try:
-            async with asyncio.timeout(timeout_s):
+            async with asyncio.timeout(config.timeout_s):
                 while idle and conn is None:
                     candidate = idle.pop()
                     conn = None if candidate.closed else candidate

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from envduels_dagster.core.models.litellm_call import wire_request
+from envduels_dagster.core.models.litellm_call import call_config
 from envduels_dagster.core.models.types import REMOTE, BackendCall, BackendOptions, BackendTraits, Completion
 
 if TYPE_CHECKING:
@@ -33,10 +33,8 @@ class LeanHTTPBackend:
 
     async def complete(self, entry: ModelEntry, call: BackendCall) -> Completion:
         assert entry.api_base is not None  # uses_fast_client requires it
-        return await self._get_client().chat(
-            entry.api_base, entry.model.split("/", 1)[1], call.messages, api_key=call.api_key,
-            temperature=call.temperature, max_tokens=call.max_tokens, seed=call.seed, timeout_s=call.timeout_s,
-            extra=wire_request(entry, call), params=entry.params, max_reply_bytes=entry.max_reply_bytes)
+        return await self._get_client().chat(entry.api_base, entry.model.split("/", 1)[1], call.messages,
+                                             call_config(entry, call))
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 # The call itself lives in litellm_call (shared with the worker processes); its names stay importable here.
-from envduels_dagster.core.models.litellm_call import litellm_call, litellm_module, wire_request
+from envduels_dagster.core.models.litellm_call import call_config, litellm_call, litellm_module, wire_request
 from envduels_dagster.core.models.types import REMOTE, BackendCall, BackendOptions, BackendTraits, Completion
 
 if TYPE_CHECKING:
     from envduels_dagster.core.models.litellm_workers import LitellmWorkers
     from envduels_dagster.core.models.registry import ModelEntry
 
-__all__ = ["LitellmBackend", "litellm_call", "litellm_module", "wire_request"]
+__all__ = ["LitellmBackend", "call_config", "litellm_call", "litellm_module", "wire_request"]
 
 
 class LitellmBackend:
@@ -41,11 +41,10 @@ class LitellmBackend:
         return self._workers
 
     async def complete(self, entry: ModelEntry, call: BackendCall) -> Completion:
-        request = wire_request(entry, call)
+        config = call_config(entry, call)
         if self.processes:
-            return await self.workers().call(entry, call.messages, call.seed, call.api_key, call.timeout_s, request)
-        return await litellm_call(entry, call.messages, call.seed, call.api_key, call.timeout_s, self._unpriced,
-                                  request)
+            return await self.workers().call(entry, call.messages, config)
+        return await litellm_call(entry, call.messages, config, self._unpriced)
 
     async def aclose(self) -> None:
         if self._workers is not None:

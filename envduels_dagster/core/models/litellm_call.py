@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from envduels_dagster.core.models.contract import WIRE_FIELD, to_wire
 from envduels_dagster.core.models.errors import MalformedResponse
-from envduels_dagster.core.models.types import BackendCall, Completion
+from envduels_dagster.core.models.types import BackendCall, CallConfig, Completion
 
 if TYPE_CHECKING:
     from envduels_dagster.core.models.registry import ModelEntry
@@ -37,38 +37,47 @@ def wire_request(entry: ModelEntry, call: BackendCall) -> dict[str, Any] | None:
     return None
 
 
-async def litellm_call(entry: ModelEntry, messages, seed, api_key, timeout_s, unpriced: set[str] | None = None,
-                       request: dict[str, Any] | None = None) -> Completion:
+def call_config(entry: ModelEntry, call: BackendCall) -> CallConfig:
+    """The call config of one attempt: the gateway's sampling, seed, key and time, the entry's provider options
+    and reply cap, and the typed request's wire form (serve-sim endpoints only)."""
+    return CallConfig(temperature=call.temperature, max_tokens=call.max_tokens, seed=call.seed,
+                      timeout_s=call.timeout_s, params=entry.params, max_reply_bytes=entry.max_reply_bytes,
+                      request=wire_request(entry, call), api_key=call.api_key)
+
+
+async def litellm_call(entry: ModelEntry, messages, config: CallConfig, unpriced: set[str] | None = None,
+                       ) -> Completion:
     """One litellm call -> the completion (cost None: priced with the registry's prices).
 
     Cost: litellm prices every response itself (``_hidden_params["response_cost"]``); we read
     that instead of pricing it a second time. Where the registry gives prices, or litellm's
     price map turned out not to know the model (``unpriced``), we pass explicit per-token
     prices so that litellm skips its price-map search (~1 ms of CPU per call for unknown models).
-    ``request``: the wire form of the typed request (serve-sim endpoints only), sent as an extra body field.
-    ``entry.params`` go to litellm as given (provider options: reasoning_effort, thinking, top_p, extra_body).
+    ``config.request``: the wire form of the typed request (serve-sim endpoints only), sent as an extra body field.
+    ``config.params`` go to litellm as given (provider options: reasoning_effort, thinking, top_p, extra_body);
+    ``entry`` gives the model string, the api_base and the prices.
     """
     from envduels_dagster.core.models.bounded import REPLY_CAP
 
     litellm = litellm_module()
-    kwargs: dict[str, Any] = dict(entry.params)
-    kwargs.update(model=entry.model, messages=messages, temperature=entry.temperature,
-                  max_tokens=entry.max_tokens, timeout=timeout_s, max_retries=0)
+    kwargs: dict[str, Any] = dict(config.params)
+    kwargs.update(model=entry.model, messages=messages, temperature=config.temperature,
+                  max_tokens=config.max_tokens, timeout=config.timeout_s, max_retries=0)
     registry_priced = bool(entry.input_cost_per_mtok or entry.output_cost_per_mtok)
     if registry_priced or (unpriced is not None and entry.model in unpriced):
         kwargs["input_cost_per_token"] = entry.input_cost_per_mtok / 1e6
         kwargs["output_cost_per_token"] = entry.output_cost_per_mtok / 1e6
     if entry.api_base:
         kwargs["api_base"] = entry.api_base
-    if api_key:
-        kwargs["api_key"] = api_key
+    if config.api_key:
+        kwargs["api_key"] = config.api_key
     elif entry.api_base:
         kwargs["api_key"] = "no-key"  # self-hosted OpenAI-compatible servers (vLLM, Ollama) often need none
-    if seed is not None:
-        kwargs["seed"] = seed
-    if request is not None:
-        kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), WIRE_FIELD: request}
-    box: dict[str, Any] = {"limit": entry.max_reply_bytes, "refused": None}
+    if config.seed is not None:
+        kwargs["seed"] = config.seed
+    if config.request is not None:
+        kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), WIRE_FIELD: config.request}
+    box: dict[str, Any] = {"limit": config.max_reply_bytes, "refused": None}
     token = REPLY_CAP.set(box)
     try:
         response = await litellm.acompletion(**kwargs)

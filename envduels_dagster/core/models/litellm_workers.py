@@ -15,7 +15,7 @@ import sys
 from envduels_dagster.core.models.errors import classify_exception, safe_message
 from envduels_dagster.core.models.litellm_call import litellm_call, litellm_module
 from envduels_dagster.core.models.registry import ModelEntry
-from envduels_dagster.core.models.types import BackendError, Completion
+from envduels_dagster.core.models.types import BackendError, CallConfig, Completion
 
 # Kept for callers of the old name (a call failed in a worker, classified there).
 RemoteCallError = BackendError
@@ -93,7 +93,7 @@ class LitellmWorkers:
                     if not fut.done():
                         fut.set_exception(ConnectionError("litellm worker process exited"))
 
-    async def call(self, entry: ModelEntry, messages, seed, api_key, timeout_s, request=None):
+    async def call(self, entry: ModelEntry, messages, config: CallConfig) -> Completion:
         import orjson
 
         i = min(range(self.n), key=self._inflight.__getitem__)
@@ -105,9 +105,8 @@ class LitellmWorkers:
             fut = asyncio.get_running_loop().create_future()
             self._pending[call_id] = (i, fut)
             proc.stdin.write(orjson.dumps({"id": call_id, "entry": entry.model_dump(), "messages": messages,
-                                           "seed": seed, "api_key": api_key, "timeout_s": timeout_s,
-                                           "request": request}) + b"\n")
-            async with asyncio.timeout(timeout_s + 10):  # the worker enforces timeout_s itself
+                                           "config": dataclasses.asdict(config)}) + b"\n")
+            async with asyncio.timeout(config.timeout_s + 10):  # the worker enforces timeout_s itself
                 return await fut
         finally:
             self._inflight[i] -= 1
@@ -146,11 +145,10 @@ def worker_main() -> None:
         tasks: set[asyncio.Task] = set()
 
         async def handle(req: dict) -> None:
-            api_key = req["api_key"]
+            api_key = req["config"].get("api_key")
             try:
                 entry = ModelEntry(**req["entry"])
-                result = await litellm_call(entry, req["messages"], req["seed"], api_key, req["timeout_s"], unpriced,
-                                             req.get("request"))
+                result = await litellm_call(entry, req["messages"], CallConfig(**req["config"]), unpriced)
                 reply = {"id": req["id"], "ok": list(dataclasses.astuple(result))}
             except Exception as exc:  # noqa: BLE001 - classified here, raised again in the parent
                 error_class, retry_after = classify_exception(exc)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from envduels_dagster.project_files import project_file
+from envduels_dagster.core.storage.project_files import project_file
 
 FAST_PREFIXES = ("openai", "hosted_vllm")
 
@@ -26,6 +26,15 @@ def _openai_compatible(model: str, api_base: str | None) -> bool:
     """An OpenAI-compatible server the lean client can speak to: an openai/ or hosted_vllm/ model with api_base."""
     return model.split("/", 1)[0] in FAST_PREFIXES and bool(api_base)
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # used with fullmatch: "$" admits a trailing newline
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # an environment variable's name (fullmatch)
+# A value of api_key_env that is a key pasted in place of its variable's name (issue 47): refused at load, before
+# the registry reaches the model_registry table, and never echoed (the message names the field, not the value).
+KEY_PREFIX = re.compile(r"(sk|pk|rk|hf|ghp|gho|ghs|gsk|xai|github_pat|glpat|AIza)[-_]?[A-Za-z0-9_-]{16,}")
+NUMBER_FIELDS = ("temperature", "max_tokens", "max_concurrency", "requests_per_minute", "input_cost_per_mtok",
+                 "output_cost_per_mtok", "budget_usd", "timeout_s", "reasoning_cost_per_mtok", "tokens_per_minute",
+                 "max_in_flight", "max_reply_bytes")
+# Limits of the provider account, held per pool (gateway.py, limits.py, in_flight.py): entries of one pool must agree.
+POOL_LIMITS = ("requests_per_minute", "tokens_per_minute", "max_in_flight")
 Role = Literal["author", "solver"]
 ROLES: tuple[Role, ...] = ("author", "solver")
 # A provider option whose name looks like a credential is refused: keys come only from api_key_env.
@@ -39,7 +48,7 @@ MAX_PRICE_PER_MTOK = 10_000.0  # US dollars per million tokens (the dearest list
 MAX_BUDGET_USD = 10_000_000.0
 MAX_PER_MINUTE = 1_000_000.0  # requests per minute
 MAX_TOKENS_PER_MINUTE = 1e10
-# The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/project_files.py).
+# The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/core/storage/project_files.py).
 DEFAULT_REGISTRY = project_file("models.yaml")
 
 
@@ -95,6 +104,54 @@ class ModelEntry(BaseModel):
     max_in_flight: int | None = Field(None, ge=1, le=4096)
     # Cap on one reply's body, raw and decompressed: past it the call fails as malformed (issue 31).
     max_reply_bytes: int = Field(DEFAULT_MAX_REPLY_BYTES, ge=1024, le=1 << 30)
+
+    @field_validator(*NUMBER_FIELDS, mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, v: Any) -> Any:
+        # YAML's true/false and quoted numbers were taken as 1/0 and parsed text (max_tokens: true -> 1)
+        if isinstance(v, bool) or isinstance(v, str):
+            raise ValueError(f"must be a number, not {'true/false' if isinstance(v, bool) else 'text'}")
+        return v
+
+    @field_validator("request_contract", mode="before")
+    @classmethod
+    def _flags_are_booleans(cls, v: Any) -> Any:
+        if not isinstance(v, bool):
+            raise ValueError(f"must be true or false, not {type(v).__name__}")
+        return v
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_is_a_label(cls, v: Any) -> Any:
+        if isinstance(v, int | float) and not isinstance(v, bool):  # version: 1.10 would read as 1.1
+            raise ValueError(f"must be text: quote it (version: '{v}') so that YAML does not read it as a number")
+        if isinstance(v, str) and (not v or v != v.strip() or len(v) > 64 or not v.isprintable()):
+            raise ValueError("must be 1-64 printable characters without surrounding spaces (it is stored with "
+                             "every environment the model writes, and a change re-authors them)")
+        return v
+
+    @field_validator("pool")
+    @classmethod
+    def _pool_is_a_label(cls, v: str | None) -> str | None:
+        if v is not None and not NAME_PATTERN.fullmatch(v):
+            raise ValueError("must be 1-64 letters, digits, '_', '.' or '-' (it names a provider's shared limits)")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env_is_a_variable_name(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        letters = [c for c in v if c.isalpha()]
+        mixed = any(c.islower() for c in letters) and any(c.isupper() for c in letters)
+        if KEY_PREFIX.fullmatch(v) or (len(v) >= 32 and mixed and any(c.isdigit() for c in v)) \
+                or (not ENV_NAME.fullmatch(v) and len(v) >= 20):
+            raise ValueError("looks like a key itself: put the key in an environment variable and write that "
+                             "variable's NAME here (e.g. OPENAI_API_KEY); the value was not stored")
+        if not ENV_NAME.fullmatch(v):
+            raise ValueError("must be the NAME of an environment variable: letters, digits and '_', not starting "
+                             "with a digit (e.g. OPENAI_API_KEY)")
+        return v
 
     @field_validator("name")
     @classmethod
@@ -286,9 +343,12 @@ def load_registry(path: str | Path | None = None) -> Registry:
         try:
             entry = ModelEntry(**raw)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(x) for x in err["loc"]) or None
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+            # the whole entry is checked: every field in error is named, the first one in RegistryError.field
+            problems = [(".".join(str(x) for x in err["loc"]) or None,
+                         "unknown key" if err["type"] == "extra_forbidden"
+                         else err["msg"].removeprefix("Value error, ")) for err in exc.errors()]
+            field, msg = problems[0]
+            msg += "".join(f"; field '{f}': {m}" for f, m in problems[1:])
             raise RegistryError(p, msg, entry=label, field=field) from None
         if entry.name in seen:
             raise RegistryError(p, f"duplicate name (also entry #{seen[entry.name]})", entry=label, field="name")
@@ -296,7 +356,24 @@ def load_registry(path: str | Path | None = None) -> Registry:
         models.append(entry)
     if not models:
         raise RegistryError(p, "the registry lists no models")
+    _pools_agree(p, models)
     return Registry(path=str(p), models=models)
+
+
+def _pools_agree(path: Path, models: list[ModelEntry]) -> None:
+    """Entries sharing a pool share its account limits: two entries that set one to different values contradict
+    each other (which one held depended on which entry was called first)."""
+    first: dict[tuple[str, str], tuple[int, ModelEntry]] = {}
+    for i, entry in enumerate(models, start=1):
+        for field in POOL_LIMITS:
+            if getattr(entry, field) is None:
+                continue
+            j, other = first.setdefault((entry.provider, field), (i, entry))
+            if getattr(entry, field) != getattr(other, field):
+                raise RegistryError(path, f"pool {entry.provider!r} has {field} = {getattr(other, field)} in entry "
+                                    f"#{j} ({other.name!r}) but {getattr(entry, field)} here: entries of one pool "
+                                    "share the provider account's limits, so give them the same value (or different "
+                                    "pools)", entry=f"#{i} ({entry.name!r})", field=field)
 
 
 def dump_entry(entry: ModelEntry) -> dict[str, Any]:

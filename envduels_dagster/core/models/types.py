@@ -9,8 +9,9 @@ retries, once, for all of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
@@ -90,6 +91,26 @@ class BackendCall:
     request: Request | None = None
     api_key: str | None = None
     timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class CallConfig:
+    """How one call to a provider is made, apart from its messages and where it goes (the role of inspect-ai's
+    ``GenerateConfig``): what both clients (``fast_client``, ``litellm_call``) take instead of ten parameters.
+
+    ``params``: the registry's provider options, passed as given; ``request``: the typed request's wire form,
+    for envduels serve-sim endpoints only (``litellm_call.wire_request``); ``max_reply_bytes``: the largest
+    reply body read (raw or decompressed). The key is left out of ``repr`` so that a logged config shows none.
+    """
+
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    seed: int | None = None
+    timeout_s: float = 60.0
+    params: Mapping[str, Any] = field(default_factory=dict)
+    max_reply_bytes: int = 8 * 1024 * 1024  # the registry's default (registry.DEFAULT_MAX_REPLY_BYTES)
+    request: dict[str, Any] | None = None
+    api_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

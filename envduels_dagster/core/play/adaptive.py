@@ -45,6 +45,7 @@ from envduels_dagster.core.stats.rules import category, is_member
 
 if TYPE_CHECKING:
     from envduels_dagster.core.models.types import ChatGateway
+    from envduels_dagster.core.play.episode import PlayConfig
 
 @dataclass(frozen=True)
 class AdaptivePolicy:
@@ -182,22 +183,21 @@ async def play_env_adaptive(play_seed: Callable, seeds: list[int], policy: Adapt
     return records, decision
 
 
-async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: AdaptivePolicy, limits=None,
-                             concurrency: int = 8, budget_s: float | None = None,
-                             on_progress: Callable[[int, int], None] | None = None,
-                             slot=None) -> tuple[list, list[PairDecision]]:
+async def play_pair_adaptive(gateway: ChatGateway, solver: str, envs, policy: AdaptivePolicy,
+                             config: PlayConfig | None = None) -> tuple[list, list[PairDecision]]:
     """``play_pair`` with adaptive seeds: every valid environment runs its own sequence of seeds.
 
-    Environments run side by side (at most ``concurrency`` episodes in flight); within an
+    Environments run side by side (at most ``config.concurrency`` episodes in flight); within an
     environment the two conditions of a seed run together and seeds run one after another,
     since whether to play the next depends on this one. Records come back grouped by
-    environment, seeds in order, cold before hinted. ``slot``: as in ``play_pair``.
+    environment, seeds in order, cold before hinted. ``config``: as in ``play_pair`` (its ``on_progress``
+    hears of every episode, with total -1: how many the policy plays is known only at the end).
     """
     from envduels_dagster.core.concurrency.gather import gather_or_cancel
-    from envduels_dagster.core.play.episode import episode_runner
+    from envduels_dagster.core.play.episode import DEFAULT_PLAY, episode_runner
 
     valid = [env for env in envs if env.valid]
-    episode = episode_runner(gateway, solver, limits, budget_s, concurrency, slot, on_progress, -1)
+    episode = episode_runner(gateway, solver, config or DEFAULT_PLAY, -1)
 
     async def one_env(env):
         async def play_seed(seed):

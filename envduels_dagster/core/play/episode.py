@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
 from envduels_dagster.core.concurrency.gather import gather_or_cancel
 from envduels_dagster.core.models.contract import SolveRequest
@@ -38,13 +39,30 @@ def in_slot(slot: Slot | None) -> AbstractAsyncContextManager:
     return slot() if slot is not None else contextlib.nullcontext()
 
 
+@dataclass(frozen=True)
+class PlayConfig:
+    """How a solver's episodes are played, wherever they are played (one episode, a pair with fixed seeds, a pair
+    with adaptive seeds; ``pair.PairOptions`` adds the choice between those): the sandbox's ``limits``, the wall
+    time an episode may spend waiting on the model (``budget_s``, None: no cap), the episodes played at once
+    (``concurrency``), the ``slot`` each plays inside (a provider slot shared with other pairs, ``Slots.one``)
+    and ``on_progress(done, total)`` after each (``total`` -1 when unknown in advance)."""
+
+    limits: SandboxLimits | None = None
+    budget_s: float | None = None
+    concurrency: int = 8
+    slot: Slot | None = None
+    on_progress: Callable[[int, int], None] | None = None
+
+
+DEFAULT_PLAY = PlayConfig()
+
 FORMAT_ERROR_OBSERVATION = "Format error: no action found. Reply with your action inside \\boxed{}."
 
 
 async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, seed: int, condition: Condition,
-                       limits: SandboxLimits | None = None, budget_s: float | None = None,
-                       sandbox: SandboxedEnv | None = None) -> EpisodeRecord:
-    """Play one episode. ``budget_s`` caps the wall time spent waiting on the model for the episode.
+                       config: PlayConfig = DEFAULT_PLAY, sandbox: SandboxedEnv | None = None) -> EpisodeRecord:
+    """Play one episode in a sandbox with ``config.limits``; ``config.budget_s`` caps the wall time spent waiting
+    on the model for the episode (the config's concurrency, slot and progress are its callers').
 
     ``sandbox``: an already started worker holding this environment, reused across the
     environment's seeds (``reset`` builds a fresh instance each time); the caller closes
@@ -59,6 +77,7 @@ async def play_episode(gateway: ChatGateway, solver: str, env: EnvironmentSpec, 
     messages: list[dict[str, str]] = [{"role": "system", "content": SOLVER_SYSTEM_PROMPT}]
     rewards: list[float] = []  # per step, for the episode viewer (kept in the transcript's trailer, not sent)
     final_observation = ""  # what the environment said on the step that ended it (never sent to the model)
+    limits, budget_s = config.limits, config.budget_s
     t0 = time.perf_counter()
     try:
         async with (contextlib.nullcontext(sandbox) if sandbox is not None
@@ -139,37 +158,35 @@ def episode_trailer(rewards: list[float], final_observation: str) -> dict[str, s
     return {"role": TRAILER_ROLE, "content": final_observation, "rewards": json.dumps(rewards)}
 
 
-def episode_runner(gateway: ChatGateway, solver: str, limits: SandboxLimits | None, budget_s: float | None,
-                   concurrency: int, slot: Slot | None, on_progress: Callable[[int, int], None] | None,
+def episode_runner(gateway: ChatGateway, solver: str, config: PlayConfig,
                    total: int) -> Callable[[EnvironmentSpec, int, Condition], Awaitable[EpisodeRecord]]:
-    """A function that plays one episode of ``solver``: at most ``concurrency`` at once, each inside its
-    ``slot``, reporting ``on_progress(done, total)`` after each (``total`` -1 when unknown in advance)."""
-    sem = asyncio.Semaphore(max(1, concurrency))
+    """A function that plays one episode of ``solver``: at most ``config.concurrency`` at once, each inside its
+    ``config.slot``, reporting ``config.on_progress(done, total)`` after each (``total`` -1 when unknown)."""
+    sem = asyncio.Semaphore(max(1, config.concurrency))
     done = 0
 
     async def run(env: EnvironmentSpec, seed: int, condition: Condition) -> EpisodeRecord:
         nonlocal done
-        async with sem, in_slot(slot):
-            rec = await play_episode(gateway, solver, env, seed, condition, limits, budget_s)
+        async with sem, in_slot(config.slot):
+            rec = await play_episode(gateway, solver, env, seed, condition, config)
         done += 1
-        if on_progress is not None:
-            on_progress(done, total)
+        if config.on_progress is not None:
+            config.on_progress(done, total)
         return rec
 
     return run
 
 
-async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpec], limits: SandboxLimits | None = None,
-                    concurrency: int = 8, on_progress: Callable[[int, int], None] | None = None,
-                    budget_s: float | None = None, slot: Slot | None = None) -> list[EpisodeRecord]:
-    """Every valid environment x its benchmark seeds x {cold, hinted}, at most ``concurrency`` at once.
+async def play_pair(gateway: ChatGateway, solver: str, envs: list[EnvironmentSpec],
+                    config: PlayConfig = DEFAULT_PLAY) -> list[EpisodeRecord]:
+    """Every valid environment x its benchmark seeds x {cold, hinted}, at most ``config.concurrency`` at once.
 
-    ``slot``: a factory of the context each episode plays inside, besides the pair's own cap (a slot of
+    ``config.slot``: a factory of the context each episode plays inside, besides the pair's own cap (a slot of
     the solver provider's pool shared with the other pairs of a run, ``play_pairs``): an episode holds
     it only while it plays, so a pair's slot is free for another pair's episode as soon as it ends.
     """
     conditions: tuple[Condition, ...] = ("cold", "hinted")
     jobs = [(env, seed, cond) for env in envs if env.valid for seed in env.benchmark_seeds for cond in conditions]
-    run = episode_runner(gateway, solver, limits, budget_s, concurrency, slot, on_progress, len(jobs))
+    run = episode_runner(gateway, solver, config, len(jobs))
     # A fatal model error ends the pair: stop the other episodes instead of letting them run on.
     return await gather_or_cancel(run(*job) for job in jobs)

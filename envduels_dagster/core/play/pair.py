@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from envduels_dagster.core.play.adaptive import AdaptivePolicy, play_pair_adaptive
-from envduels_dagster.core.play.episode import Slot, play_pair
+from envduels_dagster.core.play.episode import PlayConfig, play_pair
 
 
 class AllCallsFailed(Exception):
@@ -25,9 +25,9 @@ class AllCallsFailed(Exception):
 
 
 @dataclass(frozen=True)
-class PairOptions:
-    concurrency: int = 8
-    budget_s: float | None = None
+class PairOptions(PlayConfig):
+    """How a pair is played: the play config its episodes get, and fixed or adaptive seeds."""
+
     adaptive: AdaptivePolicy | None = None  # None: every benchmark seed of every valid environment
 
 
@@ -59,20 +59,17 @@ def require_model_reached(records: list, author: str, solver: str) -> None:
                              f"written. First error: {failed[0].error}")
 
 
-async def play_pair_with(gateway, author: str, solver: str, envs: list, limits, options: PairOptions,
-                         on_progress: Callable[[int, int], None] | None = None, slot: Slot | None = None) -> PairPlay:
+async def play_pair_with(gateway, author: str, solver: str, envs: list, options: PairOptions) -> PairPlay:
     """Play the pair with fixed or adaptive seeds as ``options`` say; raise AllCallsFailed if nothing reached it.
 
-    ``slot``: each episode also plays inside ``slot()`` (a provider slot shared with other pairs, ``Slots.one``)."""
+    ``options`` goes through whole to the player it picks (limits, budget, concurrency, each episode's ``slot``
+    and ``on_progress``: before, this call unpacked it and the adaptive player lost ``on_progress``)."""
     if options.adaptive is not None:
-        records, decisions = await play_pair_adaptive(
-            gateway, solver, envs, options.adaptive, limits, options.concurrency, options.budget_s,
-            on_progress=on_progress, slot=slot)
+        records, decisions = await play_pair_adaptive(gateway, solver, envs, options.adaptive, options)
         result = PairPlay(records, {"adaptive_seeds_played": sum(len(d.seeds_played) for d in decisions),
                                     "adaptive_seeds_fixed": sum(len(e.benchmark_seeds) for e in envs if e.valid)})
     else:
-        result = PairPlay(await play_pair(gateway, solver, envs, limits, options.concurrency, on_progress,
-                                          options.budget_s, slot=slot))
+        result = PairPlay(await play_pair(gateway, solver, envs, options))
     require_model_reached(result.records, author, solver)
     return result
 

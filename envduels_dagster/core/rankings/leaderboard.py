@@ -30,12 +30,11 @@ Uncertainty:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.rankings.intervals import author_intervals, stratified_interval
+from envduels_dagster.core.rankings.panel import Panel, RankingConfig, panel_from_stats  # noqa: F401 - re-exported
 from envduels_dagster.core.rankings.population import population_columns
 from envduels_dagster.core.rankings.published import (  # noqa: F401 - re-exported (rankings.BOOT_MIN_ENVS, ...)
     BOOT_MIN_ENVS,
@@ -47,48 +46,12 @@ from envduels_dagster.core.rankings.published import (  # noqa: F401 - re-export
     withhold_uncalibrated_t,
 )
 from envduels_dagster.core.rankings.tournament import duel_models, tournament_columns
-from envduels_dagster.core.stats.bootstrap import ALPHA, percentile_interval, quiet_nan, stratified_cluster_weights
+from envduels_dagster.core.stats.bootstrap import percentile_interval, quiet_nan, stratified_cluster_weights
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows, discrimination_rows
 from envduels_dagster.core.stats.multiple import HOLM, holm, welch_p_value
 from envduels_dagster.core.stats.ranks import kendall_tau, permutation_pvalue, rank_desc, rowwise_spearman, spearman
 
 DEFAULT_ROUND = 0  # rankings and duels: round 0, the benchmark (DuelSettings.rankings_round)
-
-
-@dataclass
-class Panel:
-    """Environment x solver matrices (NaN where the solver has no matched seed on the environment)."""
-
-    env_ids: np.ndarray
-    authors: np.ndarray  # author of each environment
-    domains: np.ndarray
-    solvers: list[str]
-    p_cold: np.ndarray  # (E, S)
-    p_hint: np.ndarray
-    lift: np.ndarray
-    n_seeds: np.ndarray | None = None  # (E, S) matched seeds, when the stats carry them
-
-    def __post_init__(self) -> None:
-        #: (E, S) True where the solver has results on the environment and did not write it.
-        self.peer = ~np.isnan(self.p_cold) & (self.authors[:, None] != np.asarray(self.solvers, dtype=object)[None, :])
-
-
-def panel_from_stats(stats: pd.DataFrame) -> Panel:
-    stats = stats.copy()
-    if "domain" not in stats:
-        stats["domain"] = "unknown"
-    stats["domain"] = stats["domain"].fillna("unknown")
-    envs = stats.groupby("env_id", sort=True).agg(author=("author", "first"), domain=("domain", "first"))
-    solvers = sorted(stats["solver"].unique())
-
-    def matrix(col: str) -> np.ndarray:
-        m = stats.pivot_table(index="env_id", columns="solver", values=col, aggfunc="first")
-        return m.reindex(index=envs.index, columns=solvers).to_numpy(dtype=float)
-
-    return Panel(env_ids=envs.index.to_numpy(), authors=envs["author"].to_numpy(dtype=object),
-                 domains=envs["domain"].to_numpy(dtype=object), solvers=solvers,
-                 p_cold=matrix("p_cold"), p_hint=matrix("p_hint"), lift=matrix("lift"),
-                 n_seeds=matrix("n_seeds") if "n_seeds" in stats else None)
 
 
 def cluster_weights(authors: np.ndarray, n_boot: int, seed: int = 0) -> np.ndarray:
@@ -284,19 +247,19 @@ def _skill_tau(df: pd.DataFrame, skill_rank: dict[str, int] | None) -> float:
     return kendall_tau(ranked["solver_rank"], [skill_rank[m] for m in ranked["model"]])
 
 
-def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
-                     bt_prior: float = 0.5, n_perm: int = 10000, alpha: float = ALPHA,
-                     skill_rank: dict[str, int] | None = None, round_: int = DEFAULT_ROUND,
-                     withhold_uncalibrated: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, config: RankingConfig = RankingConfig(),
+                     skill_rank: dict[str, int] | None = None,
+                     round_: int = DEFAULT_ROUND) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-model leaderboard (``rankings``) and one-row summary (``rankings_summary``) of round ``round_``.
 
     ``stats`` and ``duels`` are restricted to rows of that round when they carry a ``round`` column (the dbt
     marts do); without one they are taken to be that round already.
 
     ``skill_rank`` (documented order of simulated models, 1 = strongest) adds the Kendall tau between it and
-    the solver ranking to the summary. ``withhold_uncalibrated=False`` keeps every bootstrap interval (for the
-    calibration benchmarks that measure them; the product never passes it).
+    the solver ranking to the summary. ``config``: the bootstrap, permutations, prior and alpha, and whether
+    uncalibrated intervals are withheld (``RankingConfig``).
     """
+    n_boot, seed, alpha = config.n_boot, config.seed, config.alpha
     stats, duels = of_round(stats, round_), of_round(duels, round_)
     if len(duels):  # the mart's row order is not deterministic; the duel bootstrap draws rows by position
         duels = duels.sort_values(["model_a", "model_b"], kind="stable").reset_index(drop=True)
@@ -308,11 +271,9 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     df = pd.DataFrame({"model": models})
     for names, cols in blocks:
         df = df.merge(pd.DataFrame({"model": names, **cols}), on="model", how="left")
-    bt_cols, tour = tournament_columns(panel.lift, panel.authors, panel.solvers, duels, models, weights, bt_prior,
-                                       alpha)
+    bt_cols, tour = tournament_columns(panel, duels, models, weights, config.bt_prior, alpha)
     late_bt = {c: bt_cols.pop(c) for c in ("bt_strength_reason", "bt_rank_lower", "bt_rank_upper")}
-    pop_cols, pop = population_columns(panel.lift, panel.authors, panel.solvers, duel_models(duels), models, bt_prior,
-                                       alpha)
+    pop_cols, pop = population_columns(panel, duel_models(duels), models, config.bt_prior, alpha)
     late_bt.update(pop_cols)
     # Strengths equal up to the fit's own noise tie (average rank): the optimizer's last bits differ between numpy
     # and scipy releases, and ranked raw they flipped the order of two exactly symmetric models (measured: numpy
@@ -331,7 +292,7 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
         "n_models": len(models), "n_envs": len(panel.env_ids), "n_boot": n_boot,
         "n_duels": len(duels), "n_decisive_duels": int((duels["outcome"] != "tie").sum()) if len(duels) else 0,
         **{k: tour[k] for k in ("cyclic_triads", "cyclic_triads_max", "kendall_zeta")},
-        **_role_separation(df, panel, reps, n_perm, seed, alpha),
+        **_role_separation(df, panel, reps, config.n_perm, seed, alpha),
         "skill_order_kendall_tau": _skill_tau(df, skill_rank),
         # added after the older columns
         "bt_converged": tour["bt_converged"], "bt_iterations": tour["bt_iterations"],
@@ -342,7 +303,7 @@ def compute_rankings(stats: pd.DataFrame, duels: pd.DataFrame, n_boot: int = 100
     df["round"] = round_  # older columns keep their places: later ones are appended after it
     for name, values in late_bt.items():
         df[name] = values
-    if withhold_uncalibrated:
+    if config.withhold_uncalibrated:
         withhold_uncalibrated_bootstrap(df, _min_envs(panel, sorted(set(panel.authors))))
         withhold_uncalibrated_t(df, pd.Series(panel.authors).value_counts().to_dict())
     for name, values in _sample_sizes(panel, list(df["model"])).items():

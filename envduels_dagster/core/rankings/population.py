@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from envduels_dagster.core.rankings.panel import Panel
 from envduels_dagster.core.stats.bootstrap import ALPHA
 from envduels_dagster.core.stats.ranks import rank_desc
 from envduels_dagster.core.stats.tournament_batch import bradley_terry_batch, triads_batch
@@ -51,12 +52,13 @@ def decision_control(k_pairs: int, alpha: float = ALPHA) -> str:
             f"fixes is right together with probability >= {1 - alpha:g}")
 
 
-def population_columns(lift: np.ndarray, env_authors: np.ndarray, solvers: list[str], names: list[str],
-                       models: list[str], prior: float, alpha: float = ALPHA,
+def population_columns(panel: Panel, names: list[str], models: list[str], prior: float, alpha: float = ALPHA,
                        max_patterns: int = MAX_PATTERNS) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Per-model bounds (aligned with ``models``; NaN for models outside ``names``) and the summary's figures.
 
-    ``lift`` (E, S) per environment x solver, ``env_authors`` (E,), ``names`` the models of the tournament."""
+    ``panel``: its lift (E, S) per environment x solver and each environment's author; ``names`` the models of the
+    tournament."""
+    lift, env_authors, solvers = panel.lift, panel.authors, panel.solvers
     from envduels_dagster.core.rankings.tournament import decide_duels
 
     k = len(names)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from envduels_dagster.core.rankings.panel import Panel
 from envduels_dagster.core.stats.bootstrap import ALPHA, quiet_nan
 from envduels_dagster.core.stats.intervals import MIN_ENVS
 from envduels_dagster.core.stats.ranks import rank_desc
@@ -138,10 +139,11 @@ def duel_models(duels: pd.DataFrame) -> list[str]:
     return sorted(set(duels.get("model_a", [])) | set(duels.get("model_b", []))) if len(duels) else []
 
 
-def tournament_columns(lift: np.ndarray, env_authors: np.ndarray, solvers: list[str], duels: pd.DataFrame,
-                       models: list[str], weights: np.ndarray, prior: float, alpha: float = ALPHA,
-                       min_envs: int = TOURNAMENT_MIN_ENVS) -> tuple[dict, dict]:
-    """Per-model Bradley-Terry columns (aligned with ``models``) and the tournament's summary figures."""
+def tournament_columns(panel: Panel, duels: pd.DataFrame, models: list[str], weights: np.ndarray, prior: float,
+                       alpha: float = ALPHA, min_envs: int = TOURNAMENT_MIN_ENVS) -> tuple[dict, dict]:
+    """Per-model Bradley-Terry columns (aligned with ``models``) and the tournament's summary figures, from the
+    ``panel``'s lift per environment x solver."""
+    lift, env_authors, solvers = panel.lift, panel.authors, panel.solvers
     names = duel_models(duels)
     k, n_boot = len(names), int(weights.shape[0])
     cols: dict[str, Any] = {c: np.full(len(models), np.nan)

@@ -46,13 +46,13 @@ def measured_values(envs: pd.DataFrame, episodes: pd.DataFrame,
                     learners: list[str]) -> tuple[dict[str, pd.DataFrame], dict[str, dict]]:
     """Per learner, its ``author_value`` rows (every author other than itself with a measured slot) and each
     author's slots' P(learnable) (``author_value.slot_probabilities``)."""
-    from envduels_dagster.core.value.author_value import author_value, slot_probabilities
+    from envduels_dagster.core.value.author_value import ValueConfig, author_value, slot_probabilities
 
     out, slots = {}, {}
     for learner in learners:
         if episodes.empty or not (episodes["solver"] == learner).any():
             continue
-        table, _ = author_value(envs, episodes, learner, min_envs=1, n_boot=200)
+        table, _ = author_value(envs, episodes, learner, ValueConfig(min_envs=1, n_boot=200))
         out[learner] = table[~table["is_self"] & (table["n_envs"] > 0)]
         slots[learner] = slot_probabilities(envs, episodes, learner)
     return out, slots

@@ -20,7 +20,10 @@ import dataclasses
 import enum
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from envduels_dagster.core.requests.roster import Newcomers, Roster
 
 StageKind = Literal["authors", "pairs", "downstream", "learners", "studies"]
 Partition = str  # a model name, or "author|solver" for a pair (Dagster's multi-partition key order)
@@ -90,19 +93,24 @@ def plan_new_models(request_id: str, new: Sequence[str], models: Sequence[str], 
     unknown = set(new) - set(models)
     if unknown:
         raise ValueError(f"new models {sorted(unknown)} are not in the registry's models {list(models)}")
-    return plan_newcomers(request_id, models, models, new, new, rounds, panel_mode, studies, imported)
+    from envduels_dagster.core.requests.roster import Newcomers, Roster
+
+    return plan_newcomers(request_id, Roster.everyone(models, imported), Newcomers(tuple(new), tuple(new)), rounds,
+                          panel_mode, studies)
 
 
-def plan_newcomers(request_id: str, authors: Sequence[str], solvers: Sequence[str], new_authors: Sequence[str],
-                   new_solvers: Sequence[str], rounds: int, panel_mode: str = "frozen", studies: bool = True,
-                   imported: Sequence[str] = ()) -> RequestPlan:
-    """:func:`plan_new_models` with roles (``core/requests/roster.py``): ``authors`` write, ``solvers`` play.
+def plan_newcomers(request_id: str, roster: Roster, new: Newcomers, rounds: int, panel_mode: str = "frozen",
+                   studies: bool = True) -> RequestPlan:
+    """:func:`plan_new_models` with roles (``core/requests/roster.py``): the ``roster``'s authors write, its
+    solvers play, its imports are round-0 authors without a model; ``new``: who newly authors and who newly solves.
 
     Round r: the new authors author (round 0) or harden (r >= 1), then the round's pairs whose author is new
     or whose solver is new are played: a new author-only model plays its row, a new learner its column (and
     every import's environments, in round 0). ``"live"`` re-hardens every author from round 1 and replays
-    every author x solver pair there. Stages with nothing to run are left out; learners are ``solvers``.
+    every author x solver pair there. Stages with nothing to run are left out; learners are the solvers.
     """
+    authors, solvers, imported = roster.authors, roster.solvers, roster.imports
+    new_authors, new_solvers = new.authors, new.solvers
     if panel_mode not in PANEL_MODES:
         raise ValueError(f"panel mode {panel_mode!r} is not one of {PANEL_MODES}")
     for kind, fresh_list, known in (("authors", new_authors, authors), ("solvers", new_solvers, solvers)):

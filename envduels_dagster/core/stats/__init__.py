@@ -3,7 +3,7 @@
 Why one package: the same figures (bootstrap intervals, peer discrimination, Spearman with a
 permutation p, the categories and the training rule) used to be written two or three times
 across rankings, co-evolution, the adaptive sampler and the assets, and drifted. The dbt marts
-mirror a few of them in SQL; tests/assets/test_marts.py holds each mirror equal to this package.
+mirror a few of them in SQL; tests/assets/marts/test_marts.py holds each mirror equal to this package.
 
 * ``rules``: categories (wasted / noise / learnable) and the training rule.
 * ``lift``: matched seeds, per (environment, solver) statistics, pair lift, training candidates.

@@ -3,7 +3,7 @@
 Why one place: the category of an (environment, solver) and training-set membership are
 decided by the adaptive sampler while it plays (on seed counts), by ``env_solver_stats``
 and ``training_candidates`` afterwards (on success rates) and by the dbt model
-``env_solver_stats`` (SQL, guarded by tests/assets/test_marts.py). If the Python copies drifted,
+``env_solver_stats`` (SQL, guarded by tests/assets/marts/test_marts.py). If the Python copies drifted,
 an environment the sampler stopped early on could be classified differently downstream.
 Both entry points below take rates, so counts are turned into rates first.
 """

@@ -4,7 +4,7 @@ Why here: Dagster shows a table asset's columns (``dagster/column_schema``) in i
 description per column a reader of ``training_set``, ``author_value`` or ``rankings`` had to guess what
 ``p_best`` or ``solver_rank_upper`` is. The Dagster layer attaches these to the asset definitions and to
 every materialization's schema (``assets/shared.py``); the README's table of tables points here. A column
-added to a table's schema gets its line here too (``tests/core/test_column_docs.py`` checks that every
+added to a table's schema gets its line here too (``tests/core/storage/test_column_docs.py`` checks that every
 column of the warehouse tables the Python assets write has one; ``tests/assets/test_column_schemas.py`` that
 every table asset shows described columns). Not here, each in its own one source: the dbt marts' columns
 (``dbt_project/models/marts/schema.yml``, read by dagster-dbt; ``pair_lift`` included) and the export files'
@@ -294,7 +294,7 @@ _SCORES = {
 }
 
 
-# Which companions each figure of ``rankings`` has (the table's columns, checked by tests/core/test_column_docs.py).
+# Which companions each figure of ``rankings`` has (the table's columns, checked by tests/core/storage/test_column_docs.py).
 _BOOT, _CI, _POPS, _WHY = ("_lower", "_upper", "_interval_reason"), ("_ci_lower", "_ci_upper", "_ci_reason"), \
     ("_population_lower", "_population_upper"), ("_reason",)
 _COMPANIONS = {"solver_score": _BOOT + _CI, "solver_hinted": _BOOT, "author_score": _BOOT + _CI, "design_score": _BOOT,

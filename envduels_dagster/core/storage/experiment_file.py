@@ -5,7 +5,7 @@ Why a file beside the warehouse: sizes given on a command line used to live only
 stale (4 seeds is not the default 8) and re-run the whole experiment at 10 x 8 (issue 41). The first run
 that sets the sizes (environments per author, benchmark seeds, hardening rounds) and the registry file writes
 them here; the sensor, the runs it launches, the UI, ``plan`` and later runs read them
-(``envduels_dagster/experiment.py`` resolves them against flags and environment variables; docs/DECISIONS.md,
+(``envduels_dagster/settings/experiment.py`` resolves them against flags and environment variables; docs/DECISIONS.md,
 "Experiment settings live with the experiment").
 
 The file is written whole through a temporary file and a rename, so a reader sees the old settings or the

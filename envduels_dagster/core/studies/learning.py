@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from envduels_dagster.core.models.types import ChatGateway
-from envduels_dagster.core.play.episode import play_episode
+from envduels_dagster.core.play.episode import PlayConfig, play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.sandbox import SandboxLimits
 from envduels_dagster.core.stats.crossed import METHOD, crossed_permutation_pvalue
@@ -37,7 +37,7 @@ async def cold_success(gateway: ChatGateway, model_name: str, envs: list[Environ
 
     async def one(env, seed):
         async with sem:
-            return await play_episode(gateway, model_name, env, seed, "cold", limits)
+            return await play_episode(gateway, model_name, env, seed, "cold", PlayConfig(limits=limits))
 
     recs = await asyncio.gather(*(one(e, s) for e in envs if e.valid for s in e.benchmark_seeds))
     done = [r for r in recs if r.status != "incomplete"]

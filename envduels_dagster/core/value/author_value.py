@@ -25,6 +25,8 @@ measured coverage: docs/STATISTICS.md, "Author value".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -118,21 +120,36 @@ def _ratio(num: float, den: float, scale: float = 1.0) -> float:
     return scale * num / den if np.isfinite(den) and den > 0 else float("nan")
 
 
-def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, *, budget_usd: float = 100.0,
-                 budget_calls: float = 10_000, max_share: float = 1.0, min_envs: int = MIN_ENVS, n_boot: int = 2000,
-                 seed: int = 0, cold_ceiling: float = COLD_CEILING,
-                 min_hint: float = MIN_HINT) -> tuple[pd.DataFrame, pd.DataFrame]:
+@dataclass(frozen=True)
+class ValueConfig:
+    """How the value question is answered (the ``ValueSettings`` resource, plus the bootstrap's seed): the
+    budget the mix splits (``projection_budget_usd`` when authors are priced, else ``projection_budget_calls``; at most ``max_share`` of
+    it per author), the sample an author needs to be ranked (``min_envs`` lineages) and the bootstrap
+    (``n_boot`` replicates drawn from ``seed``)."""
+
+    projection_budget_usd: float = 100.0  # not a spending cap (that is the registry's budget_usd)
+    projection_budget_calls: float = 10_000
+    max_share: float = 1.0
+    min_envs: int = MIN_ENVS
+    n_boot: int = 2000
+    seed: int = 0
+
+
+def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, config: ValueConfig = ValueConfig(), *,
+                 cold_ceiling: float = COLD_CEILING, min_hint: float = MIN_HINT) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(``author_value`` rows, ``author_value_mix`` rows) for ``learner``; see the module docstring.
 
     ``envs``: the ``environments`` table (every author, every round); ``episodes``: the ``episodes``
     table (at least the learner's). Authors ranked: not the learner, at least ``min_envs`` lineages in
-    the sample. Basis: learnable per dollar when some candidate has a price: the priced ones are ranked per
+    the sample. ``cold_ceiling`` and ``min_hint``: what counts as learnable (``core.stats.learnable``, the
+    training set's rule). Basis: learnable per dollar when some candidate has a price: the priced ones are ranked per
     dollar and the unpriced ones listed apart (status ``UNPRICED``, no rank, their per-call figures kept);
     per thousand calls when no candidate has a price (said in ``rank_basis``; an unpriced author is never
     treated as free).
     """
     lin = _lineage_frame(envs, episodes, learner, cold_ceiling, min_hint)
-    rng = np.random.default_rng(seed)
+    min_envs, n_boot = config.min_envs, config.n_boot
+    rng = np.random.default_rng(config.seed)
     learner_eps = episodes[episodes["solver"] == learner]
     rows, reps = [], {}
     for author, grp in lin.groupby("author", sort=True):
@@ -177,7 +194,8 @@ def author_value(envs: pd.DataFrame, episodes: pd.DataFrame, learner: str, *, bu
         rows.append(row)
         reps[author] = rep
     table = pd.DataFrame(rows, columns=COLUMNS)
-    return _rank(table, reps), _mix(table, reps, learner, budget_usd, budget_calls, max_share)
+    return _rank(table, reps), _mix(table, reps, learner, config.projection_budget_usd, config.projection_budget_calls,
+                                         config.max_share)
 
 
 def _rank(table: pd.DataFrame, reps: dict) -> pd.DataFrame:

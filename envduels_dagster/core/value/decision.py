@@ -102,12 +102,26 @@ def decide(groups: dict[str, np.ndarray], costs: dict[str, np.ndarray] | None = 
     return Decision(False, leader, runner, pb, n, need, f"not yet: p_best {pb[leader]:.2f} < {need:.3f}")
 
 
-def envs_needed(groups: dict[str, np.ndarray], costs: dict[str, float] | None = None, target: float = TARGET,
-                power: float = POWER, min_envs: int = MIN_ENVS, sims: int = 100, n_boot: int = 300,
-                seed: int = 0) -> int | None:
-    """The smallest size of ``SIZES`` (environments per author, at least ``min_envs``) at which one look names
-    the measured leader with ``p_best >= target`` in at least ``power`` of ``sims`` simulated runs; None when no
-    size up to ``MAX_ENVS`` does (the leaders are too close to separate affordably) or nothing was measured.
+@dataclass(frozen=True)
+class Sizing:
+    """How :func:`envs_needed` sizes an experiment: the decision it sizes for (one look names the leader with
+    ``p_best >= target`` in at least ``power`` of the runs, every author at least ``min_envs`` environments) and
+    the simulation that measures it (``sims`` runs, ``n_boot`` replicates each, drawn from ``seed``)."""
+
+    target: float = TARGET
+    power: float = POWER
+    min_envs: int = MIN_ENVS
+    sims: int = 100
+    n_boot: int = 300
+    seed: int = 0
+
+
+def envs_needed(groups: dict[str, np.ndarray], costs: dict[str, float] | None = None,
+                sizing: Sizing = Sizing()) -> int | None:
+    """The smallest size of ``SIZES`` (environments per author, at least ``sizing.min_envs``) at which one look
+    names the measured leader with ``p_best >= target`` in at least ``power`` of ``sims`` simulated runs
+    (``sizing``); None when no size up to ``MAX_ENVS`` does (the leaders are too close to separate affordably) or
+    nothing was measured.
 
     ``groups``: author -> the measured P(learnable) of its slots; a simulated run of size n draws n of them with
     replacement per author (the measured spread of learnable rates, slot to slot), then ``p_best``.
@@ -116,6 +130,8 @@ def envs_needed(groups: dict[str, np.ndarray], costs: dict[str, float] | None = 
     if len(groups) < 2:
         return None
     leader = max(groups, key=lambda a: groups[a].mean() / ((costs or {}).get(a) or 1.0))
+    target, power, sims, n_boot, seed = sizing.target, sizing.power, sizing.sims, sizing.n_boot, sizing.seed
+    min_envs = sizing.min_envs
     rng = np.random.default_rng(seed)
     for n in (x for x in SIZES if x >= min_envs and x <= MAX_ENVS):
         hits = 0
@@ -131,11 +147,11 @@ def envs_needed(groups: dict[str, np.ndarray], costs: dict[str, float] | None = 
 
 
 def size_for_decision(groups: dict[str, np.ndarray], costs: dict[str, float] | None = None,
-                      **options) -> int | None:
+                      sizing: Sizing = Sizing()) -> int | None:
     """The size ``envduels plan`` and the answer publish: ``SIZE_FACTOR`` times ``envs_needed`` (which, from a
     pilot's few slots, undersizes: the measured gap is as often too wide as too narrow, and a too-wide one
     shrinks the size more than a too-narrow one grows it)."""
-    n = envs_needed(groups, costs, **options)
+    n = envs_needed(groups, costs, sizing)
     return None if n is None else SIZE_FACTOR * n
 
 

@@ -14,8 +14,7 @@ import pytest
 
 from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
 from envduels_dagster.core.models.registry import load_registry
-from tests.core.models.test_provider_limits import MESSAGES
-from tests.core.models.test_providers import SimServerProcess
+from tests.helpers.sim_server import MESSAGES, SimServerProcess
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +79,7 @@ from envduels_dagster.core.models import Gateway, RetryPolicy
 from envduels_dagster.core.protocol import EnvironmentSpec
 from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.core.models.litellm_backend import litellm_module
-from tests.sim.test_simulated_models import UNKNOWN
+from tests.helpers.environments import UNKNOWN
 
 litellm_module()  # imported before the baseline: its own size is not the reply's
 spec = EnvironmentSpec(env_id="crossroads", author="t", class_name="Crossroads", max_turns=6, source=UNKNOWN,

@@ -17,6 +17,7 @@ from aiohttp import web
 from envduels_dagster.core.models import classify_exception
 from envduels_dagster.core.models.errors import retry_after_seconds
 from envduels_dagster.core.models.fast_client import FastClient, H1Client, HTTPStatusError, proxy_for
+from envduels_dagster.core.models.types import CallConfig
 
 PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy",
               "no_proxy")
@@ -51,8 +52,8 @@ def make_client(transport: str) -> FastClient:
 
 
 async def chat(client: FastClient, base: str, timeout_s: float = 5.0):
-    reply = await client.chat(base, "m", [{"role": "user", "content": "hi"}], api_key=None, temperature=0.0,
-                              max_tokens=8, seed=1, timeout_s=timeout_s)
+    reply = await client.chat(base, "m", [{"role": "user", "content": "hi"}],
+                              CallConfig(temperature=0.0, max_tokens=8, seed=1, timeout_s=timeout_s))
     return reply.text, reply.prompt_tokens, reply.completion_tokens
 
 
@@ -193,6 +194,6 @@ def test_retry_after_date_relative_to_now():
 def test_request_body_is_plain_openai_json():
     from envduels_dagster.core.models.fast_client import request_body
 
-    body = orjson.loads(request_body("m", [{"role": "user", "content": "x"}], 0.0, 8, None, None))
+    body = orjson.loads(request_body("m", [{"role": "user", "content": "x"}], CallConfig(0.0, 8)))
     assert body == {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 0.0,
                     "max_tokens": 8}

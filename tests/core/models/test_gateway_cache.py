@@ -12,7 +12,7 @@ from envduels_dagster.core.authoring.prompts import author_environments
 from envduels_dagster.core.models import RETRYABLE, Gateway, MalformedResponse, classify_exception
 from envduels_dagster.core.models.call_cache import CallCache, request_key
 from envduels_dagster.core.models.registry import load_registry
-from envduels_dagster.core.play.episode import play_pair
+from envduels_dagster.core.play.episode import PlayConfig, play_pair
 
 SEEDS = [0, 1]
 # Fields of an episode that depend on the model's replies (latency, cost and the cached
@@ -23,7 +23,7 @@ PLAYED = ("env_id", "solver", "condition", "seed", "status", "stop_reason", "tur
 
 async def author_and_play(gateway: Gateway):
     envs = await author_environments(gateway, "journeyman", 2, SEEDS)
-    episodes = await play_pair(gateway, "apprentice", envs, concurrency=2)
+    episodes = await play_pair(gateway, "apprentice", envs, PlayConfig(concurrency=2))
     return envs, episodes
 
 

@@ -120,7 +120,7 @@ def test_a_pairs_episodes_hold_provider_slots_only_while_they_play_so_the_next_p
     no longer keeps its slots until its longest episode ends, so a second pair's episodes start while the first
     pair still plays, and the slots in use never pass the provider's limit."""
     from envduels_dagster.core.authoring.prompts import author_environments
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
     from envduels_dagster.core.play.pair import Slots
 
     gateway = Gateway(load_registry(sim_registry(["journeyman", "apprentice"])), sim_latency_s=0.01)
@@ -144,7 +144,7 @@ def test_a_pairs_episodes_hold_provider_slots_only_while_they_play_so_the_next_p
         return one
 
     async def both():
-        return await asyncio.gather(*(play_pair(gateway, "apprentice", envs, concurrency=8, slot=slot_for(p))
+        return await asyncio.gather(*(play_pair(gateway, "apprentice", envs, PlayConfig(concurrency=8, slot=slot_for(p)))
                                       for p in ("a", "b")))
 
     a, b = asyncio.run(both())

@@ -14,10 +14,8 @@ from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
 from envduels_dagster.core.models.gateway import _out_of_time
 from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
-from tests.core.models.test_provider_limits import MESSAGES
-from tests.core.models.test_providers import SimServerProcess
-from tests.core.models.test_reasoning_models import registry_for
-from tests.sim.test_simulated_models import UNKNOWN
+from tests.helpers.environments import UNKNOWN
+from tests.helpers.sim_server import MESSAGES, SimServerProcess, thinker_registry
 
 TIMEOUT_S = 1.0
 
@@ -31,7 +29,7 @@ def hanging_server():
 
 @pytest.mark.parametrize("client", ["fast", "litellm"])
 def test_a_hanging_provider_costs_two_timeouts_a_call_and_the_episode_stores_why(hanging_server, tmp_path, client):
-    registry = registry_for(tmp_path, hanging_server.base, client, f"    timeout_s: {TIMEOUT_S}\n")
+    registry = thinker_registry(tmp_path, hanging_server.base, client, f"    timeout_s: {TIMEOUT_S}\n")
     gateway = Gateway(registry)  # the defaults: 5 attempts, 0.5 s first backoff (before: 5 timeouts + 7.5 s)
     spec = EnvironmentSpec(env_id="crossroads", author="test", class_name="Crossroads", max_turns=6,
                            source=UNKNOWN, hint="h", benchmark_seeds=[0])

@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
@@ -20,15 +19,10 @@ from envduels_dagster.core.models import Gateway, MemoryLimiter, RetryPolicy
 from envduels_dagster.core.models.in_flight import InFlight, PostgresSlots, SqliteSlots, process_start, slot_store_for
 from envduels_dagster.core.models.limits import SqliteLimiter
 from envduels_dagster.core.models.registry import load_registry
-from tests.core.models.test_providers import SimServerProcess
 from tests.helpers.paths import REPO
+from tests.helpers.sim_server import SimServerProcess, health
 
 LIMIT, CALLS, LATENCY_S = 4, 16, 0.25
-
-
-def health(srv: SimServerProcess) -> dict:
-    with urllib.request.urlopen(srv.base.removesuffix("/v1") + "/health", timeout=10) as resp:
-        return json.loads(resp.read())
 
 
 def write_registry(tmp_path, base: str) -> str:

@@ -4,26 +4,16 @@ tokens per minute, against real `envduels serve-sim` servers that hold an accoun
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
 from envduels_dagster.core.models import Gateway, LLMError, MemoryLimiter, RetryPolicy, open_limiter
 from envduels_dagster.core.models.limits import PostgresLimiter, SqliteLimiter, plan
 from envduels_dagster.core.models.registry import load_registry
-from tests.core.models.test_providers import SimServerProcess
-
-MESSAGES = [{"role": "system", "content": "x"},
-            {"role": "user", "content": "Observation: I am thinking of an integer between 1 and 100. Guess it."}]
-
-
-def health(srv: SimServerProcess) -> dict:
-    with urllib.request.urlopen(srv.base.removesuffix("/v1") + "/health", timeout=10) as resp:
-        return json.loads(resp.read())
+from tests.helpers.sim_server import MESSAGES, SimServerProcess, health
 
 
 def registry_for(tmp_path, base: str, extra: str = "", name: str = "models.yaml"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,29 +16,9 @@ from envduels_dagster.assets.duels.assets import duel_episodes
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
 from envduels_dagster.definitions import build_resources
 from envduels_dagster.resources import DuelSettings, GatewayResource
+from tests.helpers.sim_server import SimServerProcess
 
 CANARY = "sk-envduels-CANARY-7f3a9c2e51"
-
-
-class SimServerProcess:
-    def __init__(self, *args: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "envduels_dagster.cli", "serve-sim", "--port", "0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        match = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
-        assert match, f"server did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() else ''}"
-        self.base = f"http://127.0.0.1:{match.group(1)}/v1"
-
-    def stop(self) -> str:
-        """SIGTERM (the server's clean stop); SIGKILL if it has not exited 10 s later (a machine under load)."""
-        self.proc.terminate()
-        try:
-            out, err = self.proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate(timeout=10)
-        return out + err
 
 
 @pytest.fixture(scope="module")

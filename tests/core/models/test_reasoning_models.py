@@ -13,9 +13,8 @@ from envduels_dagster.core.models import Gateway, LLMError, RetryPolicy
 from envduels_dagster.core.models.registry import load_registry
 from envduels_dagster.core.play.episode import play_episode
 from envduels_dagster.core.protocol import EnvironmentSpec
-from tests.core.models.test_provider_limits import MESSAGES, health
-from tests.core.models.test_providers import SimServerProcess
-from tests.sim.test_simulated_models import UNKNOWN
+from tests.helpers.environments import UNKNOWN
+from tests.helpers.sim_server import MESSAGES, SimServerProcess, health, thinker_registry
 
 PARAMS = "    params: {reasoning_effort: high, top_p: 0.9, extra_body: {thinking: {type: enabled, budget_tokens: 64}}}\n"
 
@@ -27,24 +26,11 @@ def reasoning_server():
     srv.stop()
 
 
-def registry_for(tmp_path, base: str, client: str, extra: str = ""):
-    path = tmp_path / "models.yaml"
-    path.write_text(f"""models:
-  - name: thinker
-    model: openai/novice
-    api_base: {base}
-    client: {client}
-    input_cost_per_mtok: 1
-    output_cost_per_mtok: 4
-    reasoning_cost_per_mtok: 10
-{extra}""")
-    return load_registry(path)
-
 
 @pytest.mark.parametrize("client", ["fast", "litellm"])
 def test_params_reach_the_body_and_reasoning_tokens_are_counted_and_priced_apart(reasoning_server, tmp_path,
                                                                                   client):
-    registry = registry_for(tmp_path, reasoning_server.base, client, "    max_tokens: 4000\n" + PARAMS)
+    registry = thinker_registry(tmp_path, reasoning_server.base, client, "    max_tokens: 4000\n" + PARAMS)
     gateway = Gateway(registry)
 
     async def main():
@@ -77,7 +63,7 @@ def test_params_are_part_of_the_cache_key(tmp_path):
 @pytest.mark.parametrize("client", ["fast", "litellm"])
 def test_a_reply_cut_at_max_tokens_ends_the_episode_as_length_not_a_format_error(reasoning_server, tmp_path,
                                                                                   client):
-    registry = registry_for(tmp_path, reasoning_server.base, client, "    max_tokens: 310\n")
+    registry = thinker_registry(tmp_path, reasoning_server.base, client, "    max_tokens: 310\n")
     spec = EnvironmentSpec(env_id="crossroads", author="test", class_name="Crossroads", max_turns=6,
                            source=UNKNOWN, hint="h", benchmark_seeds=[0])
     gateway = Gateway(registry)
@@ -110,7 +96,7 @@ def test_the_pair_metadata_counts_cut_replies_apart():
 def test_the_entrys_timeout_bounds_each_call(tmp_path, client):
     srv = SimServerProcess("--latency-ms", "3000")
     try:
-        registry = registry_for(tmp_path, srv.base, client, "    timeout_s: 0.5\n")
+        registry = thinker_registry(tmp_path, srv.base, client, "    timeout_s: 0.5\n")
         gateway = Gateway(registry, policy=RetryPolicy(max_attempts=1, timeout_s=60))  # the entry's wins
         assert gateway.timeout_s(registry.get("thinker")) == 0.5
 
@@ -126,6 +112,6 @@ def test_the_entrys_timeout_bounds_each_call(tmp_path, client):
         assert exc.value.error_class == "timeout" and time.perf_counter() - t0 < 2.5
     finally:
         srv.stop()
-    default = load_registry(registry_for(tmp_path, srv.base, client).path).get("thinker")
-    assert Gateway(load_registry(registry_for(tmp_path, srv.base, client).path),
+    default = load_registry(thinker_registry(tmp_path, srv.base, client).path).get("thinker")
+    assert Gateway(load_registry(thinker_registry(tmp_path, srv.base, client).path),
                    policy=RetryPolicy(timeout_s=42)).timeout_s(default) == 42  # unset: the resource's policy

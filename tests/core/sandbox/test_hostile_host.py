@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from envduels_dagster.core.sandbox import SandboxedEnv, SandboxError, SandboxLimits
-from tests.core.sandbox.test_hostile import (  # noqa: F401 - world is a fixture
+from tests.helpers.hostile import (  # noqa: F401 - world is a fixture
     LIMITS,
     ROOMY,
     game,
@@ -332,8 +332,8 @@ if not SOLVED:
 ], ids=["control-benign", "class-level-state"])
 def test_the_verdict_equals_what_play_shows(world, source, verdict, outcome):
     from envduels_dagster.core.authoring.validation import validate_environment
-    from envduels_dagster.core.play.episode import play_episode
-    from tests.core.sandbox.test_hostile import spec
+    from envduels_dagster.core.play.episode import PlayConfig, play_episode
+    from tests.helpers.hostile import spec
 
     result = asyncio.run(validate_environment(spec(source), LIMITS))
     assert result.winnability == verdict, result.reject_reason
@@ -341,7 +341,7 @@ def test_the_verdict_equals_what_play_shows(world, source, verdict, outcome):
         assert result.reject_reason == ("reference solution does not win seed 0 within max_turns=6 "
                                         "(1 reference actions)")
     for seed in spec(source).benchmark_seeds:
-        rec = asyncio.run(play_episode(ReferencePlayer(), "reference", spec(source), seed, "cold", LIMITS))
+        rec = asyncio.run(play_episode(ReferencePlayer(), "reference", spec(source), seed, "cold", PlayConfig(limits=LIMITS)))
         assert rec.status == outcome, rec
 
 

@@ -9,24 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from envduels_dagster.core.stats import joint_admission as ja
-
-CLUSTERS = (  # share, p_cold range, p_hint range: wasted, noise, learnable (a cluster), borderline
-    (0.3, (0.5, 1.0), (0.5, 1.0)), (0.3, (0.0, 0.1), (0.0, 0.2)), (0.3, (0.0, 0.2), (0.55, 1.0)),
-    (0.1, (0.15, 0.35), (0.35, 0.65)))
-
-
-def cluster_warehouse(rng, rows: int, seeds: int):
-    k = rng.choice(len(CLUSTERS), rows, p=[c[0] for c in CLUSTERS])
-    pc = np.array([rng.uniform(*CLUSTERS[i][1]) for i in k])
-    ph = np.array([rng.uniform(*CLUSTERS[i][2]) for i in k])
-    return pc, ph
-
-
-def edge_warehouse(rng, rows: int):
-    """The calibration benchmark's tournament shape: p_hint = p_cold + 0.2 +- 0.15, learnable rows rare on
-    the region's edge (p_cold in [0.15, 0.25] with a lift above 0.25)."""
-    pc = rng.uniform(0.05, 0.5, rows)
-    return pc, pc + 0.2 + rng.uniform(-0.1, 0.1, rows) + rng.uniform(-0.05, 0.05, rows)
+from tests.helpers.synthetic_stats import cluster_warehouse, edge_warehouse
 
 
 def admit(pc, ph, seeds, rng, prior=None):

@@ -14,7 +14,7 @@ import pandas as pd
 
 from envduels_dagster.core.stats import joint_admission as ja
 from envduels_dagster.core.training.training_set import build_training_set
-from tests.core.stats.test_admission_calibration import cluster_warehouse, edge_warehouse
+from tests.helpers.synthetic_stats import cluster_warehouse, edge_warehouse
 
 GOAL = 0.93  # the project's coverage goal for a nominal 95% interval
 

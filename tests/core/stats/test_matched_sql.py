@@ -108,7 +108,7 @@ def test_the_matched_seed_is_defined_once_per_language():
     sql_homes = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "dbt_project").rglob("*.sql")
                        if marker in p.read_text() and "tests" not in p.parts)
     assert sql_homes == ["dbt_project/macros/matched_seeds.sql"]
-    raw_rates = {"envduels_dagster/demo.py"}  # prints raw success per condition, not matched seeds
+    raw_rates = {"envduels_dagster/cli/demo.py"}  # prints raw success per condition, not matched seeds
     python_homes = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "envduels_dagster").rglob("*.py")
                           if "condition = 'hinted'" in p.read_text() and p.relative_to(ROOT / "envduels_dagster").parts[0] != "sim")
     assert sorted(set(python_homes) - raw_rates) == ["envduels_dagster/core/stats/matched_sql.py"]

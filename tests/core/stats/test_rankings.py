@@ -15,6 +15,8 @@ from envduels_dagster.core.rankings import convergence as conv
 from envduels_dagster.core.rankings import leaderboard as rk
 from envduels_dagster.core.stats.discrimination import corrected_discrimination_rows
 from tests.helpers.paths import TESTS
+from tests.helpers.shapes import CODE, GRID
+from tests.helpers.synthetic_stats import panel_stats
 
 # ----------------------------------------------------------------------------------- Bradley-Terry
 
@@ -98,19 +100,6 @@ def test_discrimination_of_the_peer_panel():
     assert math.isnan(st.discrimination(np.array([0.5, np.nan])))
 
 
-def panel_stats(rng: np.random.Generator, skill: dict[str, float], envs_per_author: int = 6) -> pd.DataFrame:
-    """env_solver_stats-like rows: solver s passes cold with probability skill[s] on 4 seeds."""
-    rows = []
-    for author in skill:
-        for e in range(envs_per_author):
-            for solver, p in skill.items():
-                cold = (rng.random(4) < p).mean()
-                hint = (rng.random(4) < min(1.0, p + 0.3)).mean()
-                rows.append({"env_id": f"{author}.{e}", "author": author, "solver": solver,
-                             "domain": ["d1", "d2"][e % 2], "p_cold": cold, "p_hint": hint, "lift": hint - cold,
-                             "is_self_pair": author == solver})
-    return pd.DataFrame(rows)
-
 
 def test_compute_rankings_orders_solvers_with_intervals():
     skill = {"s1": 0.9, "s2": 0.6, "s3": 0.3, "s4": 0.05}
@@ -119,7 +108,7 @@ def test_compute_rankings_orders_solvers_with_intervals():
                           "model_b": ["s2", "s3", "s4", "s3", "s4", "s4"],
                           "score_a": [1.0, 1.0, 1.0, 1.0, 1.0, 0.5],
                           "outcome": ["a", "a", "a", "a", "a", "tie"]})
-    table, summary = rk.compute_rankings(stats, duels, n_boot=300, skill_rank={"s1": 1, "s2": 2, "s3": 3, "s4": 4})
+    table, summary = rk.compute_rankings(stats, duels, rk.RankingConfig(n_boot=300), skill_rank={"s1": 1, "s2": 2, "s3": 3, "s4": 4})
     t = table.set_index("model")
     assert t["solver_rank"].tolist() == [1.0, 2.0, 3.0, 4.0]
     # 6 environments per author: the bootstrap score intervals are withheld (calibrated from 30), the rank
@@ -145,44 +134,6 @@ def test_compute_rankings_orders_solvers_with_intervals():
 
 
 # ------------------------------------------------------------------------------------- convergence
-
-GRID = '''
-class {name}:
-    def __init__(self, max_turns={turns}):
-        self.max_turns = max_turns
-
-    def reset(self, seed):
-        self.pos = [0, 0]
-        self.goal = [seed % {size}, {size} - 1]
-        return "You are at 0,0", {{}}
-
-    def step(self, action):
-        dx, dy = {{"east": (1, 0), "north": (0, 1)}}.get(action, (0, 0))
-        self.pos = [self.pos[0] + dx, self.pos[1] + dy]
-        done = self.pos == self.goal
-        return f"At {{self.pos}}", float(done), done, False, {{}}
-'''
-
-CODE = '''
-import random
-
-class {name}:
-    def __init__(self, max_turns={turns}):
-        self.max_turns = max_turns
-        self.tries = 0
-
-    def reset(self, seed):
-        self.code = random.Random(seed).randint(0, {size})
-        return "Guess the code", {{}}
-
-    def step(self, action):
-        self.tries += 1
-        guess = int(action) if action.isdigit() else -1
-        if guess == self.code:
-            return "Open", 1.0, True, False, {{}}
-        hint = "higher" if guess < self.code else "lower"
-        return hint, 0.0, False, self.tries >= self.max_turns, {{}}
-'''
 
 
 def test_ast_shapes_ignore_names_and_constants():
@@ -229,7 +180,7 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     from envduels_dagster.core.models import Gateway, RetryPolicy
     from envduels_dagster.core.models.call_cache import CallCache
     from envduels_dagster.core.models.registry import load_registry
-    from envduels_dagster.core.play.episode import play_pair
+    from envduels_dagster.core.play.episode import PlayConfig, play_pair
     from envduels_dagster.core.stats import env_solver_stats
     from envduels_dagster.core.storage.warehouse import episodes_frame
     from envduels_dagster.sim.profiles import PROFILES
@@ -245,7 +196,7 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
         for author in names:
             for solver in names:
                 if solver != author:
-                    records += await play_pair(gateway, solver, specs[author], None, 8)
+                    records += await play_pair(gateway, solver, specs[author], PlayConfig(concurrency=8))
         return [s for v in specs.values() for s in v], records
 
     specs, records = asyncio.run(play())
@@ -255,7 +206,7 @@ def test_solver_ranking_recovers_simulated_skill_order(tmp_path):
     stats["is_self_pair"] = stats["author"] == stats["solver"]
     skill = {n: PROFILES[n].skill_rank for n in names}
     table, summary = rk.compute_rankings(stats, pd.DataFrame(columns=["model_a", "model_b", "score_a", "outcome"]),
-                                         n_boot=200, skill_rank=skill)
+                                         rk.RankingConfig(n_boot=200), skill_rank=skill)
     tau = summary["skill_order_kendall_tau"].iloc[0]
     print(f"simulated models: solver ranking {table['model'].tolist()}, Kendall tau vs skill order = {tau:.2f}")
     assert tau >= 0.8
@@ -277,8 +228,9 @@ def test_rankings_of_the_demo_warehouse_equal_those_written_before_the_statistic
     data = TESTS / "fixtures" / "demo_marts"
     read = lambda name: pd.read_parquet(data / f"{name}.parquet")  # noqa: E731
     duels = read("duels")
-    run = lambda d: rk.compute_rankings(read("env_solver_stats"), d, n_boot=1000, seed=0, bt_prior=0.5,  # noqa: E731
-                                        n_perm=10000, skill_rank=sim_skill_ranks(read("model_registry")) or None)
+    config = rk.RankingConfig(n_boot=1000, seed=0, bt_prior=0.5, n_perm=10000)
+    run = lambda d: rk.compute_rankings(read("env_solver_stats"), d, config,  # noqa: E731
+                                        skill_rank=sim_skill_ranks(read("model_registry")) or None)
     table, summary = run(duels)
     bt_interval = ["bt_strength_lower", "bt_strength_upper"]
     before, before_summary = read("rankings"), read("rankings_summary")
@@ -353,7 +305,7 @@ def test_rankings_summary_of_an_incomplete_tournament_and_the_holm_family():
     duels = pd.DataFrame({"model_a": ["a", "b", "a"], "model_b": ["b", "c", "d"], "outcome": ["a", "a", "tie"],
                           "score_a": [1.0, 1.0, 0.5], "lift_diff": [0.4, 0.3, 0.01], "lift_diff_se": [0.1, 0.2, 0.1],
                           "diff_df": [10.0, 10.0, 10.0]})
-    _, summary = rk.compute_rankings(stats, duels, n_boot=50, n_perm=100)
+    _, summary = rk.compute_rankings(stats, duels, rk.RankingConfig(n_boot=50, n_perm=100))
     s = summary.iloc[0]
     assert not s.tournament_complete and math.isnan(s.kendall_zeta)
     assert (s.n_triads, s.n_triads_complete, s.cyclic_triads) == (4, 0, 0.0)
@@ -386,7 +338,7 @@ def test_stratified_t_interval_of_a_solver_score_by_hand():
 def test_leaderboard_t_columns_are_added_after_the_older_ones():
     stats = panel_stats(np.random.default_rng(9), {"a": 0.8, "b": 0.5, "c": 0.3, "d": 0.2})
     table, _ = rk.compute_rankings(stats, pd.DataFrame(columns=["model_a", "model_b", "outcome", "score_a"]),
-                                   n_boot=50, n_perm=100)
+                                   rk.RankingConfig(n_boot=50, n_perm=100))
     cols = list(table.columns)
     assert set(table["round"]) == {0}  # round 0 by default
     assert cols[cols.index("round") + 1:] == ["bt_strength_reason", "bt_rank_lower", "bt_rank_upper",  # added after
@@ -412,7 +364,7 @@ def test_bootstrap_intervals_are_published_only_from_their_calibrated_sizes(envs
     stats = panel_stats(np.random.default_rng(4), {"s1": 0.9, "s2": 0.6, "s3": 0.3}, envs_per_author=envs)
     from envduels_dagster.core.rankings.tournament import duels_from_stats
 
-    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=100, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), rk.RankingConfig(n_boot=100, n_perm=100))
     for fig in ("solver_score", "solver_hinted", "author_score"):  # (no n_seeds here: no corrected design score)
         assert table[f"{fig}_lower"].notna().all() == scores_shown, fig
         assert table[f"{fig}_interval_reason"].isna().all() == scores_shown, fig
@@ -440,7 +392,7 @@ def test_corrected_design_t_interval_is_withheld_below_its_calibrated_size():
     assert rk.DESIGN_T_MIN_ENVS == 30
     stats = panel_stats(np.random.default_rng(11), {"s1": 0.9, "s2": 0.6, "s3": 0.3}, envs_per_author=30)
     stats = stats[stats["env_id"] != "s1.29"].assign(n_seeds=4)
-    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=100)
+    table, summary = rk.compute_rankings(stats, duels_from_stats(stats), rk.RankingConfig(n_boot=50, n_perm=100))
     t = table.set_index("model")
     assert t.loc["s1", "author_n_envs"] == 29 and t.loc[["s2", "s3"], "author_n_envs"].tolist() == [30, 30]
     assert np.isnan(t.loc["s1", "design_score_corrected_ci_lower"]) and np.isnan(t.loc["s1", "design_score_corrected_ci_upper"])
@@ -452,7 +404,7 @@ def test_corrected_design_t_interval_is_withheld_below_its_calibrated_size():
     assert not any(rankings_problems(table, summary).values()), rankings_problems(table, summary)
     silent = table.assign(design_score_corrected_ci_reason=None)
     assert any("design_score_corrected_ci withheld" in p for p in rankings_problems(silent, summary)["no_nan_published"])
-    raw, _ = rk.compute_rankings(stats, duels_from_stats(stats), n_boot=50, n_perm=100, withhold_uncalibrated=False)
+    raw, _ = rk.compute_rankings(stats, duels_from_stats(stats), rk.RankingConfig(n_boot=50, n_perm=100, withhold_uncalibrated=False))
     assert raw["design_score_corrected_ci_lower"].notna().all()
     assert raw["design_score_corrected_ci_reason"].isna().all()
 
@@ -465,6 +417,6 @@ def test_a_registry_using_some_of_the_simulated_profiles_gets_skill_ranks_within
     skill = {"s2": 0.7, "s4": 0.3, "s5": 0.1}
     table, summary = rk.compute_rankings(panel_stats(np.random.default_rng(5), skill),
                                          pd.DataFrame(columns=["model_a", "model_b", "score_a", "outcome"]),
-                                         n_boot=50, skill_rank={"s2": 2, "s4": 4, "s5": 5})
+                                         rk.RankingConfig(n_boot=50), skill_rank={"s2": 2, "s4": 4, "s5": 5})
     assert table.set_index("model")["sim_skill_rank"].to_dict() == {"s2": 1, "s4": 2, "s5": 3}  # order kept
     assert rankings_problems(table, summary)["ranks_within_1_to_n"] == []
