@@ -23,7 +23,7 @@ import pytest
 
 from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
 from envduels_dagster.assets.registry.stage_end import LAUNCHED_BY_TAG
-from tests.helpers.daemon import REPO, DagsterDev, _runs_since, live_env, wait_for_ticks, write_sim_registry
+from tests.helpers.daemon import REPO, DagsterDev, runs_since, live_env, wait_for_ticks, write_sim_registry
 
 pytestmark = pytest.mark.slow
 
@@ -51,12 +51,12 @@ def request_runs(tmp_path_factory):
         dev.wait_ready()
         with dg.DagsterInstance.get() as instance:
             deadline = time.monotonic() + 600
-            while not any(r.job_name == "downstream_job" for r in _runs_since(instance, 0)):
+            while not any(r.job_name == "downstream_job" for r in runs_since(instance, 0)):
                 assert time.monotonic() < deadline, "no downstream refresh within 600 s"
-                assert not [r for r in _runs_since(instance, 0) if r.status == "FAILURE"]
+                assert not [r for r in runs_since(instance, 0) if r.status == "FAILURE"]
                 time.sleep(1)
             wait_for_ticks(instance, "envduels_requests", after=time.time(), n=2)  # a late double would show now
-            yield _runs_since(instance, 0)
+            yield runs_since(instance, 0)
     finally:
         dev.stop()
         if old is None:
