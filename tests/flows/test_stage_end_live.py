@@ -23,7 +23,7 @@ import pytest
 
 from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
 from envduels_dagster.assets.registry.stage_end import LAUNCHED_BY_TAG
-from tests.helpers.daemon import REPO, DagsterDev, runs_since, live_env, wait_for_ticks, write_sim_registry
+from tests.helpers.daemon import REPO, DagsterDev, live_env, runs_since, wait_for_ticks, write_sim_registry
 
 pytestmark = pytest.mark.slow
 
