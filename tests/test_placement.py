@@ -119,6 +119,13 @@ def ruled_files(tests: Path) -> list[Path]:
                   if p.parent != tests and p.relative_to(tests).parts[0] not in skip)
 
 
+def best_folders(path: Path, package: Path) -> tuple[list[str], Counter[str]]:
+    """The areas a test file may sit in (the heaviest; all of them on a tie), and every area's weight."""
+    scores = weights(path, package)
+    top = max(scores.values(), default=0)
+    return sorted(area for area, score in scores.items() if score == top), scores
+
+
 def misplaced(tests: Path, package: Path, exceptions: dict[str, str]) -> list[str]:
     """One line per test file outside the folder of the area it uses most (or using nothing of the package)."""
     out = []
@@ -126,15 +133,11 @@ def misplaced(tests: Path, package: Path, exceptions: dict[str, str]) -> list[st
         rel = path.relative_to(tests).as_posix()
         if rel in exceptions:
             continue
-        here = path.parent.relative_to(tests).as_posix()
-        scores = weights(path, package)
+        best, scores = best_folders(path, package)
         if not scores:
             out.append(f"tests/{rel} imports nothing from {PACKAGE}/: move it to tests/flows/ if it drives a "
                        "process, or list it in EXCEPTIONS with the reason")
-            continue
-        top = max(scores.values())
-        best = sorted(area for area, score in scores.items() if score == top)
-        if here not in best:
+        elif path.parent.relative_to(tests).as_posix() not in best:
             folders = " or ".join(f"tests/{area}/" if area else "tests/" for area in best)
             out.append(f"tests/{rel} belongs in {folders} (uses {dict(scores.most_common(4))}): git mv it there, "
                        "or list it in EXCEPTIONS with the reason")
@@ -151,7 +154,8 @@ def test_every_exception_names_a_test_file_the_rule_would_move_and_says_why():
     for rel, reason in EXCEPTIONS.items():
         assert rel in ruled, f"EXCEPTIONS names tests/{rel}, which is not a ruled test file: remove the entry"
         assert len(reason) > 20, f"EXCEPTIONS[{rel!r}]: say why it sits where it does"
-        assert misplaced(TESTS, REPO / PACKAGE, {k: v for k, v in EXCEPTIONS.items() if k != rel}), \
+        best, _ = best_folders(TESTS / rel, REPO / PACKAGE)
+        assert Path(rel).parent.as_posix() not in best, \
             f"tests/{rel} already sits where the rule puts it: remove it from EXCEPTIONS"
 
 

@@ -22,6 +22,9 @@ from envduels_dagster.core.storage.project_files import project_file
 FAST_PREFIXES = ("openai", "hosted_vllm")
 
 
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _openai_compatible(model: str, api_base: str | None) -> bool:
     """An OpenAI-compatible server the lean client can speak to: an openai/ or hosted_vllm/ model with api_base."""
     return model.split("/", 1)[0] in FAST_PREFIXES and bool(api_base)
@@ -108,7 +111,10 @@ class ModelEntry(BaseModel):
     @field_validator(*NUMBER_FIELDS, mode="before")
     @classmethod
     def _numbers_are_numbers(cls, v: Any) -> Any:
-        # YAML's true/false and quoted numbers were taken as 1/0 and parsed text (max_tokens: true -> 1)
+        # YAML's true/false and quoted numbers were taken as 1/0 and parsed text (max_tokens: true -> 1).
+        # Scientific notation YAML 1.1 leaves as text (1e308, 2.5e3: no dot or no exponent sign) is a number.
+        if isinstance(v, str) and _SCIENTIFIC.fullmatch(v.strip()):
+            return v.strip()
         if isinstance(v, bool) or isinstance(v, str):
             raise ValueError(f"must be a number, not {'true/false' if isinstance(v, bool) else 'text'}")
         return v

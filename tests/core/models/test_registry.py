@@ -213,6 +213,16 @@ def test_entries_of_one_pool_may_leave_a_limit_to_the_entry_that_sets_it(tmp_pat
     assert reg.get("c").api_key_env == "ACCT_KEY" and reg.get("c").version == "2024-06"
 
 
+
+def test_scientific_notation_that_yaml_leaves_as_text_is_a_number(tmp_path):
+    # YAML 1.1 reads 1e3 and 2.5e-1 as strings (no dot, or no exponent sign); a user wrote a number
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - name: a\n    model: x/y\n    input_cost_per_mtok: 1e3\n"
+                    "    output_cost_per_mtok: 2.5e-1\n")
+    entry = load_registry(path).get("a")
+    assert (entry.input_cost_per_mtok, entry.output_cost_per_mtok) == (1000.0, 0.25)
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
