@@ -309,6 +309,9 @@ def main() -> int:
     parser.add_argument("--pairs-only", action="store_true", help="with --daemon: stop after the pair stage")
     parser.add_argument("--sensor-interval", default="5",
                         help="with --daemon: ENVDUELS_SENSOR_INTERVAL_S values to compare (each on each configuration)")
+    parser.add_argument("--stage-launch", default="on-end",
+                        help="with --daemon: ENVDUELS_STAGE_LAUNCH values to compare (on-end: the run that ends a "
+                             "stage submits the next; sensor: only the request sensor's tick), each on each")
     parser.add_argument("--repeat", type=int, default=1,
                         help="with --daemon: run the whole comparison this many times, interleaved")
     args = parser.parse_args()
@@ -318,14 +321,17 @@ def main() -> int:
         from benchmarks.scale_daemon import daemon_flow
 
         work = args.work_per_pair
-        combos = [(k, yaml, int(interval)) for k in [int(v) for v in args.pairs_per_run.split(",")]
-                  for yaml in args.dagster_yaml or [None] for interval in args.sensor_interval.split(",")]
+        combos = [(k, yaml, int(interval), launch) for k in [int(v) for v in args.pairs_per_run.split(",")]
+                  for yaml in args.dagster_yaml or [None] for interval in args.sensor_interval.split(",")
+                  for launch in args.stage_launch.split(",")]
         for _ in range(args.repeat):
-            for k, yaml, interval in combos:
+            for k, yaml, interval, launch in combos:
+                extra = {"ENVDUELS_STAGE_LAUNCH": launch}
+                if args.parallel_runs:
+                    extra["ENVDUELS_PARALLEL_RUNS"] = str(args.parallel_runs)
                 out = daemon_flow(names(args.models), k, args.rounds, args.envs_per_author, pairs_only=args.pairs_only,
                                   seeds=args.seeds, work_per_pair=work, dagster_yaml=yaml, sensor_interval=interval,
-                                  extra_env={"ENVDUELS_PARALLEL_RUNS": str(args.parallel_runs)}
-                                  if args.parallel_runs else None)
+                                  extra_env=extra)
                 if work is None and k == 1 and "play_per_pair_s" in out:  # pairs alone in their runs: no overlap
                     work = out["play_per_pair_s"] + out["checks_per_pair_s"]
         return 0

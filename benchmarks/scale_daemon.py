@@ -265,7 +265,7 @@ def daemon_flow(models: list[str], pairs_per_run: int, rounds: int = 0, envs_per
             else:
                 _, settled = wait_until_settled(instance, since, quiet_s=45, timeout_s=timeout_s)
             runs = runs_since(instance, since)
-            out = {"models": len(models), "dagster_yaml": str(dagster_yaml or "shipped"), "pairs_per_run_max": pairs_per_run or "default", "sensor_interval_s": sensor_interval, "rounds": rounds,
+            out = {"models": len(models), "dagster_yaml": str(dagster_yaml or "shipped"), "pairs_per_run_max": pairs_per_run or "default", "sensor_interval_s": sensor_interval, "stage_launch": (extra_env or {}).get("ENVDUELS_STAGE_LAUNCH", "on-end"), "rounds": rounds,
                    "envs_per_author": envs_per_author, "seeds": seeds, "settled": settled, "runs": len(runs),
                    "pairs_per_pair_run": sorted(_pairs_of(r, models) for r in runs if r.job_name == "pair_job"),
                    **_instance_figures(instance, since, runs, sampler, work_per_pair)}

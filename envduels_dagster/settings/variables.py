@@ -167,6 +167,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ENVDUELS_BUDGET_USD", "overall spending cap in US dollars over every priced model", None, "dollars",
             parser=_budget, shown="none", up_front=False),
     # the daemon and its runs
+    Setting("ENVDUELS_STAGE_LAUNCH", "who launches a request's next stage: the run that ends the previous one "
+            "(the sensor as fallback) or only the sensor's tick", "on-end", "choice", choices=("on-end", "sensor")),
     Setting("ENVDUELS_SENSOR_INTERVAL_S", "seconds between ticks of the request sensor", 5, low=1, high=DAY),
     Setting("ENVDUELS_AUTOMATION_INTERVAL_S", "seconds between ticks of the automation sensor", 30, low=1, high=DAY),
     Setting("ENVDUELS_STALE_INTERVAL_S", "seconds between looks for stale partitions", 3600, "float", low=0,

@@ -7,8 +7,10 @@ Python analyses that do not depend on each other overlap.
 
 import dagster as dg
 
+from envduels_dagster.assets.registry.stage_end import STAGE_HOOKS
+
 downstream_job = dg.define_asset_job(
-    "downstream_job",
+    "downstream_job", hooks=STAGE_HOOKS,
     selection=(dg.AssetSelection.groups("marts")
                | dg.AssetSelection.assets("model_registry", "rankings", "design_convergence", "authoring_progress")),
     description="Refresh the registry table, the dbt marts and the rankings once a request's partitions landed.")

@@ -24,6 +24,7 @@ from envduels_dagster.settings.variables import int_value
 
 REQUEST_TAG = "envduels/request"
 STAGE_TAG = "envduels/stage"
+STEPS_DONE_TAG = "envduels/steps_done"  # every step of the run succeeded; only the run's end is to come (stage_end.py)
 # Pairs per run for a pair stage (1: one run per pair, as before batching); docs/DECISIONS.md "Batched pair runs".
 PAIRS_PER_RUN_ENV = "ENVDUELS_PAIRS_PER_RUN"
 PARALLEL_RUNS_ENV = "ENVDUELS_PARALLEL_RUNS"  # a small stage is still cut into this many runs (default 2)
@@ -87,16 +88,21 @@ def dimension_orders(instance: dg.DagsterInstance) -> tuple[list[str], list[str]
 
 
 def run_partitions(instance: dg.DagsterInstance, run: dg.DagsterRun,
-                   orders: tuple[list[str], list[str]] | None = None) -> dict[str, str]:
+                   orders: tuple[list[str], list[str]] | None = None, steps_done_succeeded: bool = False
+                   ) -> dict[str, str]:
     """Each partition a run covered, with its outcome (a Dagster run status name).
 
     A single-partition run reports its status. A ranged run (a batch of pairs) covers the product of
     its range; when it failed, the pairs it materialized before failing count as succeeded (the asset
-    records each finished pair, ``assets/duels/assets.py``), the others as failed.
+    records each finished pair, ``assets/duels/assets.py``), the others as failed. ``steps_done_succeeded``:
+    a started run whose steps all succeeded (tagged ``envduels/steps_done`` by ``stage_end.py``) counts as
+    succeeded (only the run's end is still to come).
     """
     part = run.tags.get("dagster/partition")
     start, end = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
     status = run.status.value
+    if steps_done_succeeded and status == "STARTED" and run.tags.get(STEPS_DONE_TAG):
+        status = "SUCCESS"
     if part is not None or not (start and end):
         return {part or "": status}
     authors, solvers = orders or dimension_orders(instance)
@@ -111,8 +117,11 @@ def run_partitions(instance: dg.DagsterInstance, run: dg.DagsterRun,
     return {p: "SUCCESS" if p in done else status for p in covered}
 
 
-def stage_statuses(instance: dg.DagsterInstance, plan: RequestPlan) -> list[StageStatus]:
-    """Each stage's status from the latest run of each of its partitions (a re-execution replaces its parent)."""
+def stage_statuses(instance: dg.DagsterInstance, plan: RequestPlan,
+                   steps_done_succeeded: bool = False) -> list[StageStatus]:
+    """Each stage's status from the latest run of each of its partitions (a re-execution replaces its parent).
+
+    ``steps_done_succeeded``: count started runs whose steps all succeeded as succeeded (``run_partitions``)."""
     latest: dict[int, dict[str, tuple[float, str]]] = {}
     orders = None
     for rec in instance.get_run_records(dg.RunsFilter(tags={REQUEST_TAG: plan.request_id})):
@@ -121,7 +130,7 @@ def stage_statuses(instance: dg.DagsterInstance, plan: RequestPlan) -> list[Stag
         if orders is None and ASSET_PARTITION_RANGE_START_TAG in run.tags:
             orders = dimension_orders(instance)
         created = rec.create_timestamp.timestamp()
-        for part, status in run_partitions(instance, run, orders).items():
+        for part, status in run_partitions(instance, run, orders, steps_done_succeeded).items():
             if created >= latest.setdefault(stage, {}).get(part, (-1.0, ""))[0]:
                 latest[stage][part] = (created, status)
     return [stage_status(s.partitions, {p: st for p, (_, st) in latest.get(i, {}).items()},

@@ -10,8 +10,11 @@ training set, so a failed blocking check there does not stop it.
 
 import dagster as dg
 
+from envduels_dagster.assets.registry.stage_end import STAGE_HOOKS
+
 learner_job = dg.define_asset_job(
     "learner_job", selection=dg.AssetSelection.assets("training_set", "training_export", "author_value"),
+    hooks=STAGE_HOOKS,
     executor_def=dg.in_process_executor,
     description="One learner's training set, then (if its blocking checks pass) its export; and its "
                 "author_value (which author to pay).")
