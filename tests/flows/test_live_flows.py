@@ -16,6 +16,7 @@ training set from the running daemon.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import json
 import time
@@ -24,6 +25,8 @@ import duckdb
 import pandas as pd
 import pytest
 
+from envduels_dagster.assets.registry.requests import REQUEST_TAG, STAGE_TAG
+from envduels_dagster.assets.registry.stage_end import LAUNCHED_BY_TAG
 from tests.helpers.daemon import add_models_live, live_env, run_demo, runs_since, wait_for_ticks, write_sim_registry
 
 pytestmark = pytest.mark.slow
@@ -228,3 +231,51 @@ def test_the_rankings_say_which_figures_the_mixed_roster_supports(live):
     assert metadata["scope_duels"] == metadata["scope_role_separation"] == metadata["scope_solver_ranking"] == "meaningful"
     assert "among 4 models with both roles" in metadata["meaningful_rankings"], metadata["meaningful_rankings"]
     assert "among 5 solvers" in metadata["meaningful_rankings"] and LEARNER in metadata["meaningful_rankings"]
+
+
+def _stages(runs) -> dict[str, dict[int, list]]:
+    """A step's request runs, by request and stage index."""
+    out: dict[str, dict[int, list]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    for r in runs:
+        if REQUEST_TAG in r.tags:
+            out[r.tags[REQUEST_TAG]][int(r.tags[STAGE_TAG])].append(r)
+    return out
+
+
+def test_no_stage_got_a_run_twice(live):
+    """The hooks of a stage's parallel runs and the sensor's ticks all race to launch the next stage (issue 45)."""
+    for result in (live[0], live[3]):
+        request_runs = [r for r in result.runs if REQUEST_TAG in r.tags]
+        keys = collections.Counter(r.tags.get("dagster/run_key") for r in request_runs)
+        assert request_runs and None not in keys and max(keys.values()) == 1, keys
+        for request, stages in _stages(result.runs).items():  # and no two runs of a stage cover one partition
+            for index, runs in stages.items():
+                covered = [r.tags.get("dagster/partition") or r.tags.get("dagster/asset_partition_range_start")
+                           for r in runs]
+                assert len(covered) == len(set(covered)), (request, index, covered)
+
+
+def test_each_stage_but_the_refresh_started_at_the_end_of_the_previous_one(live):
+    """Issue 45: the run that ends a stage submits the next stage's runs from its success hook
+    (assets/registry/stage_end.py), so the next stage exists by the time the last run ended -- the sensor could
+    not be that early: it sees a stage complete only after its last run ended. The downstream refresh is the
+    sensor's (it records it in its cursor)."""
+    hooked = 0
+    for result in (live[0], live[3]):
+        by_id = {r.run_id: r for r in result.runs}
+        for request, stages in _stages(result.runs).items():
+            for index in sorted(stages)[1:]:
+                previous, runs = stages.get(index - 1), stages[index]
+                assert previous, (request, index, sorted(stages))
+                last_end = max(r.ended for r in previous)
+                first_created = min(r.created for r in runs)
+                if runs[0].job_name == "downstream_job":
+                    assert all(LAUNCHED_BY_TAG not in r.tags for r in runs)
+                    assert first_created > last_end
+                    continue
+                launchers = {r.tags.get(LAUNCHED_BY_TAG) for r in runs}
+                assert len(launchers) == 1 and None not in launchers, (request, index, launchers)
+                assert by_id[launchers.pop()] in previous, (request, index)  # a run of the previous stage
+                assert first_created - last_end <= 1.0, (request, index, first_created - last_end)
+                hooked += 1
+    assert hooked >= 3  # the newcomer's pairs, hardening and round-1 pairs at least

@@ -3,7 +3,7 @@
 The hook of the run that ends a stage runs while its run, and maybe another run of the stage ending at the same
 time, is still STARTED. Each such run is tagged ``envduels/steps_done`` before the statuses are read, and only the
 hook counts a tagged STARTED run as succeeded; the sensor (the default) must keep waiting for the run's real end.
-The full flow through the daemon is ``tests/flows/test_stage_end_live.py``.
+The full flow through the daemon is checked in ``tests/flows/test_live_flows.py`` (its stage tests).
 """
 
 from __future__ import annotations
