@@ -317,12 +317,13 @@ def test_ctrl_c_reaches_no_orphan_watcher_of_dagster_that_prints_a_traceback():
     """Dagster starts a watcher process per step in the terminal's process group; Ctrl-C reached it and it printed a
     KeyboardInterrupt traceback after the demo's "interrupted" (3 of 3 tries)."""
     from dagster._core.execution import compute_logs
+    from dagster._core.execution.scripts import watch_orphans as dagster_watch_orphans
 
     from envduels_dagster.cli.interrupts import quiet_orphan_watchers
 
-    def watcher_after_ctrl_c() -> tuple[bool, str]:
+    def watcher_after_ctrl_c(script: str) -> tuple[bool, str]:
         tail = subprocess.Popen(["sleep", "60"])
-        watcher = subprocess.Popen([sys.executable, compute_logs.watch_orphans.__file__, str(os.getpid()),
+        watcher = subprocess.Popen([sys.executable, script, str(os.getpid()),
                                     str(tail.pid)], stderr=subprocess.PIPE, text=True)
         _sleeping_in_its_loop(watcher.pid)
         watcher.send_signal(signal.SIGINT)
@@ -337,12 +338,14 @@ def test_ctrl_c_reaches_no_orphan_watcher_of_dagster_that_prints_a_traceback():
         _, err = watcher.communicate(timeout=10)
         return alive, err
 
+    # Dagster's own script by its module, not by compute_logs' attribute: an in-process command run earlier in
+    # this test process (the CLI tests) has already pointed that attribute at the quiet copy
     original = compute_logs.watch_orphans
     try:
-        alive, err = watcher_after_ctrl_c()
+        alive, err = watcher_after_ctrl_c(str(dagster_watch_orphans.__file__))
         assert not alive and "KeyboardInterrupt" in err  # Dagster's own: what the user saw
         quiet_orphan_watchers()
-        alive, err = watcher_after_ctrl_c()
+        alive, err = watcher_after_ctrl_c(str(compute_logs.watch_orphans.__file__))
         assert alive and err == ""  # deaf to Ctrl-C: it still outlives its parent to stop the tail
     finally:
         compute_logs.watch_orphans = original
