@@ -14,7 +14,9 @@ process in the terminal's group: Ctrl-C reached it and it printed its own traceb
 
 from __future__ import annotations
 
+import _thread
 import signal
+import sys
 import threading
 import types
 from collections.abc import Iterator
@@ -56,12 +58,27 @@ def quiet_interrupts() -> Iterator[None]:
             return  # the main thread says "interrupted" once
         previous_hook(args)
 
+    previous_unraisable = sys.unraisablehook
+
+    def unraisable(args) -> None:
+        # An interrupt raised by a signal handler while Python ran a finalizer or a weakref callback (a garbage
+        # collection in the middle of a step) is "ignored": printed with a traceback and lost, so the step ran
+        # on (an import waiting for a busy warehouse waited out its whole wait, then failed; CI, 5 Dec).
+        # Deliver it again to the main thread instead, quietly, from another thread: raised here it would be
+        # ignored again (this hook runs inside the same unraisable context).
+        if args.exc_type is not None and (issubclass(args.exc_type, KeyboardInterrupt) or is_interrupt(args.exc_value)):
+            threading.Timer(0.01, _thread.interrupt_main).start()
+            return
+        previous_unraisable(args)
+
     threading.excepthook = hook
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous_term)
         threading.excepthook = previous_hook
+        sys.unraisablehook = previous_unraisable
 
 
 def quiet_orphan_watchers() -> None:

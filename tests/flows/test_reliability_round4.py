@@ -236,6 +236,34 @@ def test_a_thread_ended_by_an_interrupt_prints_no_traceback_and_sigterm_is_ctrl_
     assert stderr == ""  # without the helper: the thread's KeyboardInterrupt traceback, and SIGTERM's silent 143
 
 
+def test_an_interrupt_raised_inside_a_garbage_collection_is_delivered_again_not_lost():
+    """A signal handler that raises while Python runs a weakref callback (a GC in the middle of a step) had its
+    interrupt "ignored": a traceback on stderr and the step ran on (CI, 5 Dec: an import stopped while waiting
+    for a busy warehouse waited out its wait, then failed with the lock error and exit 1)."""
+    script = textwrap.dedent("""
+        import sys, time, weakref
+        from envduels_dagster.cli.interrupts import quiet_interrupts
+        class Thing:
+            pass
+        def callback(ref):  # as the handler's raise landing in sqlalchemy's weakref callback
+            raise KeyboardInterrupt
+        try:
+            with quiet_interrupts():
+                thing = Thing()
+                ref = weakref.ref(thing, callback)
+                del thing  # the callback runs here; its KeyboardInterrupt is unraisable
+                for _ in range(50):
+                    time.sleep(0.1)  # the step running on
+                print("ran on", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(130)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (130, "interrupted"), out.stdout + out.stderr
+    assert out.stderr == ""  # before: "Exception ignored in: <function callback ...> Traceback ... KeyboardInterrupt"
+
+
 # --------------------------------------------------------------------------- numbers at the edges, old failures
 
 @pytest.mark.parametrize(("field", "value", "message"), [
