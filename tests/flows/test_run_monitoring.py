@@ -21,7 +21,7 @@ import time
 import pytest
 
 from envduels_dagster.instance.run_launcher import HOST_TAG, PID_TAG, worker_status
-from tests.helpers.daemon import BIN, REPO, write_sim_registry
+from tests.helpers.daemon import BIN, REPO, wait_for, write_sim_registry
 
 FIXTURE = REPO / "tests" / "fixtures" / "monitoring"
 
@@ -37,16 +37,6 @@ HOLD_RUN = textwrap.dedent("""
 def _statuses(instance, run_ids):
     return {r.dagster_run.run_id: r.dagster_run.status.value for r in instance.get_run_records()
             if r.dagster_run.run_id in run_ids}
-
-
-def _wait(predicate, timeout_s: float, what: str, poll: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
 @pytest.mark.slow
@@ -72,7 +62,7 @@ def test_killed_runs_are_failed_by_the_daemon_and_the_queue_starts_the_next_run(
                 live = [r for r in runs if r.status == dg.DagsterRunStatus.STARTED]
                 return live if len(live) == 3 else None
 
-            held = _wait(started, 120, "three runs STARTED in their own processes")
+            held = wait_for(started, 120, "three runs STARTED in their own processes")
             assert {int(r.tags[PID_TAG]) for r in held} == {w.pid for w in workers}
             assert all(r.tags[HOST_TAG] for r in held)
             for w in workers:  # a crash: no chance to report anything
@@ -85,7 +75,7 @@ def test_killed_runs_are_failed_by_the_daemon_and_the_queue_starts_the_next_run(
                                      "-j", "quick_job"], cwd=FIXTURE, env=env, capture_output=True, text=True,
                                     timeout=180)
             assert launch.returncode == 0, launch.stderr[-2000:]
-            queued = _wait(lambda: [r.dagster_run.run_id for r in instance.get_run_records()
+            queued = wait_for(lambda: [r.dagster_run.run_id for r in instance.get_run_records()
                                     if r.dagster_run.job_name == "quick_job"], 30, "the quick run queued")[0]
             assert _statuses(instance, {queued})[queued] == "QUEUED"
 
@@ -94,10 +84,10 @@ def test_killed_runs_are_failed_by_the_daemon_and_the_queue_starts_the_next_run(
                                       cwd=FIXTURE, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True)
             t0 = time.monotonic()
-            _wait(lambda: set(_statuses(instance, held_ids).values()) == {"FAILURE"}, 150,
+            wait_for(lambda: set(_statuses(instance, held_ids).values()) == {"FAILURE"}, 150,
                   f"the killed runs marked failed (daemon log {tmp_path / 'daemon.log'})")
             failed_after = time.monotonic() - t0
-            _wait(lambda: _statuses(instance, {queued})[queued] == "SUCCESS", 150,
+            wait_for(lambda: _statuses(instance, {queued})[queued] == "SUCCESS", 150,
                   f"the queued run to start and succeed (daemon log {tmp_path / 'daemon.log'})")
             print(f"killed runs failed {failed_after:.0f} s after the daemon started; queued run done "
                   f"{time.monotonic() - t0:.0f} s after")

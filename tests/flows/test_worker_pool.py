@@ -21,19 +21,9 @@ import pytest
 import yaml
 
 from envduels_dagster.instance.run_launcher import HOST_TAG, SEEN_KEY, WorkerPoolRunLauncher
-from tests.helpers.daemon import BIN, REPO, free_port
+from tests.helpers.daemon import BIN, REPO, free_port, wait_for
 
 FIXTURE = REPO / "tests" / "fixtures" / "pool"
-
-
-def _wait(predicate, timeout_s: float, what: str, poll: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"not within {timeout_s} s: {what}")
 
 
 class CodeServer:
@@ -60,7 +50,7 @@ class CodeServer:
             except DagsterUserCodeUnreachableError:
                 return False
 
-        _wait(up, timeout_s, f"code server on port {self.port} ({self.log})")
+        wait_for(up, timeout_s, f"code server on port {self.port} ({self.log})")
 
     def kill(self) -> None:
         """The machine dies: the server and every run process it started, with no chance to report."""
@@ -133,14 +123,14 @@ def test_one_daemons_runs_spread_over_two_machines_and_a_killed_machines_run_fin
                 live = [r for r in runs() if r.status == dg.DagsterRunStatus.STARTED]
                 return live if {r.tags.get(HOST_TAG) for r in live} == set(servers) else None
 
-            first = _wait(started_on_both, 180, f"runs STARTED on both machines (daemon log {daemon_log})")
+            first = wait_for(started_on_both, 180, f"runs STARTED on both machines (daemon log {daemon_log})")
             on_b = {r.run_id: r for r in first if r.tags[HOST_TAG] == "machine-b"}
 
             def step_running_on_b():
                 notes = (tmp / "done.txt").read_text().split() if (tmp / "done.txt").exists() else []
                 return next((on_b[i] for i in on_b if i in notes), None)
 
-            victim = _wait(step_running_on_b, 60, "a step started on machine-b", poll=0.2)
+            victim = wait_for(step_running_on_b, 60, "a step started on machine-b", poll=0.2)
             servers["machine-b"].kill()  # in the middle of its run's step (each step takes 8 s)
             t_kill = time.monotonic()
 
@@ -150,7 +140,7 @@ def test_one_daemons_runs_spread_over_two_machines_and_a_killed_machines_run_fin
                 active = [r for r in every if not r.is_finished]
                 return every if ok == {"p0", "p1", "p2", "p3"} and not active else None
 
-            every = _wait(settled, 240, f"every partition succeeded (daemon log {daemon_log})")
+            every = wait_for(settled, 240, f"every partition succeeded (daemon log {daemon_log})")
             print(f"killed machine-b; all four partitions done {time.monotonic() - t_kill:.0f} s later")
     finally:
         if daemon is not None:

@@ -135,6 +135,17 @@ class DagsterDev:
         self._out.close()
 
 
+def wait_for(predicate, timeout_s: float, what: str, poll: float = 0.5):
+    """Poll ``predicate`` until it returns something truthy (returned), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"not within {timeout_s} s: {what}")
+
+
 ACTIVE = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"}
 
 
