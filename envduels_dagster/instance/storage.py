@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -47,6 +48,28 @@ from sqlalchemy.pool import QueuePool
 SQLITE_BUSY_TIMEOUT_S = 120  # Dagster's own busy timeout for its SQLite shards
 MAX_OPEN_SHARDS = 8  # a process writes its run's shard and the index; the webserver reads a few runs at a time
 SYNCHRONOUS = "NORMAL"
+INIT_LOCK = ".storage-init.lock"  # in DAGSTER_HOME's storage directory
+
+
+@contextlib.contextmanager
+def _one_process_at_a_time(base_dir: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``base_dir``'s init lock while the SQLite files are created or checked.
+
+    Why: Dagster creates and stamps each SQLite database (``runs.db``, ``schedules.db``, the event
+    index) the first time a process opens the instance, guarded only by a lock inside the process.
+    Several processes opening a new home at once (``envduels run`` and its run workers, the daemon
+    and the webserver, a test's workers) each stamp the schema version, leaving two rows in
+    ``alembic_version``; every later open then fails with "Version table 'alembic_version' has more
+    than one head present" (measured: 4 processes on a fresh home broke it in 8 of 8 tries). The lock
+    is released when the process dies, so a killed opener never blocks the next one.
+    """
+    os.makedirs(base_dir, exist_ok=True)
+    fd = os.open(os.path.join(base_dir, INIT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -112,9 +135,10 @@ class PooledSqliteStorage(DagsterSqliteStorage):
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None):
         # DagsterSqliteStorage.__init__ with the event log storage swapped (the same three directories)
         self.base_dir = base_dir
-        self._run_storage = SqliteRunStorage.from_local(_runs_directory(base_dir))
-        self._event_log_storage = PooledSqliteEventLogStorage(_event_logs_directory(base_dir))
-        self._schedule_storage = SqliteScheduleStorage.from_local(_schedule_directory(base_dir))
+        with _one_process_at_a_time(base_dir):
+            self._run_storage = SqliteRunStorage.from_local(_runs_directory(base_dir))
+            self._event_log_storage = PooledSqliteEventLogStorage(_event_logs_directory(base_dir))
+            self._schedule_storage = SqliteScheduleStorage.from_local(_schedule_directory(base_dir))
         self._inst_data = inst_data
         super(DagsterSqliteStorage, self).__init__()
 

@@ -149,3 +149,32 @@ def test_missing_dagster_home_is_named_and_no_storage_is_created(tmp_path, monke
     with pytest.raises(Exception, match="DAGSTER_HOME"):
         dg.DagsterInstance.from_config(str(home))
     assert not (home / "history").exists()
+
+
+_OPEN = "import dagster as dg\nwith dg.DagsterInstance.get() as i:\n    i.get_run_records()\n"
+
+
+def test_processes_opening_a_new_home_at_once_leave_it_usable(tmp_path):
+    # Dagster stamps each new SQLite file's schema version with a lock inside one process only; four
+    # processes on a fresh home left two rows in alembic_version in 8 of 8 tries before the init lock,
+    # and every later open failed ("more than one head present").
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    for trial in range(3):
+        (tmp_path / str(trial)).mkdir()
+        home = _home(tmp_path / str(trial), "dagster.yaml")
+        env = dict(os.environ, DAGSTER_HOME=str(home))
+        openers = [subprocess.Popen([sys.executable, "-c", _OPEN], env=env, stderr=subprocess.PIPE, text=True)
+                   for _ in range(4)]
+        errors = [p.communicate(timeout=180)[1] for p in openers]
+        assert [p.returncode for p in openers] == [0, 0, 0, 0], errors
+        after = subprocess.run([sys.executable, "-c", _OPEN], env=env, capture_output=True, text=True, timeout=180)
+        assert after.returncode == 0, after.stderr[-1500:]
+        for db in (home / "history" / "runs.db", home / "schedules" / "schedules.db",
+                   home / "history" / "runs" / "index.db"):
+            with sqlite3.connect(db) as conn:
+                assert conn.execute("SELECT count(*) FROM alembic_version").fetchone()[0] == 1, db
+
