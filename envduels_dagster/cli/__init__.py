@@ -24,12 +24,13 @@ SPENDING = ("demo", "run", "play", "plan")  # commands that call models under EN
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from envduels_dagster.core.models.registry import load_registry, registry_path
+    from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.settings.locations import registry_file
 
     if args.registry_path:
-        print(registry_path())
+        print(registry_file())
         return 0
-    registry = load_registry()
+    registry = load_registry(registry_file())
     for entry in registry.models:
         print(entry.name if args.names else
               f"{entry.name}\t{entry.model}\tversion={entry.version}\troles={','.join(entry.roles)}")
@@ -279,9 +280,9 @@ def main(argv: list[str] | None = None) -> int:
 
         check_settings()  # every ENVDUELS_* range, before any command writes or spends anything (exit 2)
         if args.command in SPENDING:  # a bad ENVDUELS_BUDGET_USD: exit 2 before an instance or run exists (issue 44)
-            from envduels_dagster.core.models.budget import budget_from_env
+            from envduels_dagster.settings.variables import budget_cap
 
-            budget_from_env()
+            budget_cap()
         if args.command == "ui":  # `ui` stops its own process tree (dagster dev and its children)
             return args.func(args)
         with quiet_interrupts():  # SIGTERM as Ctrl-C; no thread's traceback (interrupts.py)

@@ -73,11 +73,12 @@ def materialize_all(instance, resources: dict | None = None, log=print, names: l
     from envduels_dagster.instance.run_launcher import (
         worker_tags,  # a killed demo's run is then failed by run monitoring
     )
+    from envduels_dagster.settings.locations import registry_file
 
     resources = resources or build_resources()
     gateway: Any = resources["gateway"]
     path = gateway.registry_path
-    registry = load_registry((path.get_value() if isinstance(path, dg.EnvVar) else path) or None)  # fails before any run
+    registry = load_registry(registry_file((path.get_value() if isinstance(path, dg.EnvVar) else path) or None))  # fails before any run
     roster = Roster.from_registry(registry, names=names or None)  # no author or no solver: refused here
     prepare_manifest()  # the dbt marts need a current manifest; loading the definitions never parses
     defs = build_definitions()

@@ -93,13 +93,16 @@ def cmd_play(args: argparse.Namespace) -> int:
     from envduels_dagster.core.models import Gateway
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.play.episode import play_episode
+    from envduels_dagster.settings.locations import registry_file
+    from envduels_dagster.settings.variables import int_value
 
-    registry = load_registry()
+    registry = load_registry(registry_file())
     registry.get(args.model)
     spec = load_specs(argparse.Namespace(**{**vars(args), "seed": [args.seed_one]}))[0]
     condition: Literal["cold", "hinted"] = "hinted" if spec.hint else "cold"
-    rec = asyncio.run(play_episode(Gateway(registry, default_cache(), limiter=default_limiter(),
-                                           ledger=default_ledger(registry)), args.model, spec, args.seed_one, condition))
+    gateway = Gateway(registry, default_cache(), limiter=default_limiter(), ledger=default_ledger(registry),
+                      litellm_processes=int_value("ENVDUELS_LITELLM_PROCESSES"))
+    rec = asyncio.run(play_episode(gateway, args.model, spec, args.seed_one, condition))
     if args.json:
         print(json_line(rec.model_dump(exclude={"transcript"} if not args.transcript else set())))
     else:
@@ -143,8 +146,9 @@ def default_ledger(registry):
     (issue 44: it made 10 priced calls past ENVDUELS_BUDGET_USD and recorded none)."""
     from envduels_dagster.core.models.budget import open_ledger
     from envduels_dagster.settings.locations import cache_location, envduels_home
+    from envduels_dagster.settings.variables import budget_cap
 
-    return open_ledger(registry, cache_location(), envduels_home())
+    return open_ledger(registry, budget_cap(), cache_location(), envduels_home())
 
 
 def default_cache():

@@ -36,10 +36,10 @@ def settle(new: ExperimentSettings, sources: dict[str, str], command: str, yes: 
     caller then stores ``new``; nothing stored yet: nothing to ask about unless ``always_ask``). Refused:
     UsageError, and nothing was run or written. Returns the plan it printed (None when it printed none)."""
     from envduels_dagster.cli.errors import UsageError
-    from envduels_dagster.core.models.budget import budget_from_env
     from envduels_dagster.core.requests.plan import fmt_count, fmt_usd
     from envduels_dagster.core.requests.plan_report import format_plan
     from envduels_dagster.settings import experiment
+    from envduels_dagster.settings.variables import budget_cap
 
     out = out or sys.stdout
     changed = experiment.changes(new)
@@ -50,7 +50,7 @@ def settle(new: ExperimentSettings, sources: dict[str, str], command: str, yes: 
     if changed:
         print(f"This changes the experiment's stored settings ({experiment.path_in(experiment.home_dir())}): "
               f"{'; '.join(changed)}. What the new settings plan:", file=out)
-    print(format_plan(plan, registry, budget_from_env()), file=out)
+    print(format_plan(plan, registry, budget_cap()), file=out)
     kept = experiment.stored()
     if changed and kept is not None and kept.seeds != new.seeds:
         # the authoring prompt names the seeds an environment must win (core/authoring/prompts.py), so every

@@ -16,7 +16,7 @@ def run_plan(args: argparse.Namespace) -> int:
     import time
 
     from envduels_dagster.cli.envs import json_line
-    from envduels_dagster.core.models.budget import BudgetLedger, budget_from_env, caps_for, ledger_path_for
+    from envduels_dagster.core.models.budget import BudgetLedger, caps_for, ledger_path_for
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.plan import PlanSettings, plan_experiment
     from envduels_dagster.core.requests.plan_decision import format_sizes
@@ -28,7 +28,14 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     from envduels_dagster.core.requests.roster import Roster
     from envduels_dagster.resources.duel_settings import settings_from_env
-    from envduels_dagster.settings.locations import cache_location, envduels_home, warehouse, warehouse_location
+    from envduels_dagster.settings.locations import (
+        cache_location,
+        envduels_home,
+        registry_file,
+        warehouse,
+        warehouse_location,
+    )
+    from envduels_dagster.settings.variables import budget_cap
 
     if args.yes and not args.pilot:
         from envduels_dagster.cli.errors import UsageError
@@ -39,8 +46,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
         raise UsageError("--pilot and --compare do not go together: the pilot comes before the run, the "
                          "comparison after it")
-    registry = load_registry()
-    overall = budget_from_env()
+    registry = load_registry(registry_file())
+    overall = budget_cap()
     caps_for(registry, overall)  # a cap that cannot be enforced is refused here, as a run would refuse it
     Roster.from_registry(registry)  # so are roles that make no experiment (solver-only, author-only: issue 44)
     # sizes: the flags, else the variables, else the experiment's stored settings, else the defaults (experiment.py)
@@ -245,10 +252,12 @@ def _pilot(registry, settings, duel, plan, path, out) -> str:
     from envduels_dagster.core.models.call_cache import open_call_cache
     from envduels_dagster.core.requests.pilot import PilotConfig, run_pilot
     from envduels_dagster.settings.locations import cache_location, envduels_home
+    from envduels_dagster.settings.variables import budget_cap, int_value
 
     cache = cache_location()
-    gateway = Gateway(registry, open_call_cache(cache), RetryPolicy(), ledger=open_ledger(registry, cache, envduels_home()),
-                      limiter=open_limiter(cache))
+    gateway = Gateway(registry, open_call_cache(cache), RetryPolicy(),
+                      ledger=open_ledger(registry, budget_cap(), cache, envduels_home()), limiter=open_limiter(cache),
+                      litellm_processes=int_value("ENVDUELS_LITELLM_PROCESSES"))
     path.parent.mkdir(parents=True, exist_ok=True)
     fresh = path.with_suffix(".new.duckdb")
     fresh.unlink(missing_ok=True)

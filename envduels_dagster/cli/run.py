@@ -111,11 +111,12 @@ class _Usage:
     """What the experiment has used (warehouse, cache hits included) and this run has paid (budget ledger)."""
 
     def __init__(self, settings: ExperimentSettings):
-        from envduels_dagster.core.models.budget import budget_from_env, caps_for
+        from envduels_dagster.core.models.budget import caps_for
         from envduels_dagster.core.models.registry import load_registry
+        from envduels_dagster.settings.variables import budget_cap
 
         self.settings = settings
-        self.counted = caps_for(load_registry(settings.registry), budget_from_env()).active
+        self.counted = caps_for(load_registry(settings.registry), budget_cap()).active
         self.start = self._paid()
 
     def _paid(self) -> tuple[int, float]:
@@ -160,11 +161,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     import os
 
     from envduels_dagster.cli.demo import print_summary
-    from envduels_dagster.core.models.budget import budget_from_env, caps_for
+    from envduels_dagster.core.models.budget import caps_for
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.core.requests.roster import Roster
     from envduels_dagster.resources.duel_settings import settings_from_env
     from envduels_dagster.settings import experiment
+    from envduels_dagster.settings.variables import budget_cap
 
     if args.budget_usd is not None:
         os.environ["ENVDUELS_BUDGET_USD"] = repr(args.budget_usd)  # this process and the runs it executes
@@ -174,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings_from_env(envs_per_author=new.envs_per_author, benchmark_seeds=list(range(new.seeds)))
     registry = load_registry(new.registry)
     Roster.from_registry(registry)
-    caps_for(registry, budget_from_env())
+    caps_for(registry, budget_cap())
     if getattr(args, "until_decided", False):  # issue 42: the most it can cost, before it asks
         from envduels_dagster.cli.until_decided import max_size_note
 

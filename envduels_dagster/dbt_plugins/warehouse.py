@@ -11,12 +11,11 @@ multiprocess executor overlaps ``model_registry`` or ``authoring_progress`` with
 run may hold it for a moment; dagster-duckdb's resource retries such conflicts, dbt-duckdb does not (its
 ``retries`` cover only the in-memory connect). So the attach is retried while the conflict is a lock, with
 backoff, for up to ``LOCK_WAIT_S`` seconds, then fails with DuckDB's own message. Used by the ``warehouse``
-target of dbt_project/profiles.yml; imports nothing of Dagster.
+target of dbt_project/profiles.yml; imports nothing of Dagster (the settings table only, for the variable).
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 import duckdb
@@ -43,4 +42,6 @@ def attach_warehouse(conn, path: str, wait_s: float = LOCK_WAIT_S) -> None:
 
 class Plugin(BasePlugin):
     def configure_connection(self, conn) -> None:
-        attach_warehouse(conn, os.environ.get("ENVDUELS_WAREHOUSE") or DEFAULT)
+        from envduels_dagster.settings.variables import text_value  # the one table; read in dbt's process
+
+        attach_warehouse(conn, text_value("ENVDUELS_WAREHOUSE") or DEFAULT)

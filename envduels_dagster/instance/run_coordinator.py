@@ -67,9 +67,10 @@ class ProviderTaggedRunCoordinator(QueuedRunCoordinator):
 
     def _provider(self, run: DagsterRun) -> str | None:
         from envduels_dagster.core.models.registry import RegistryError, load_registry
+        from envduels_dagster.settings.locations import registry_file
 
         try:
-            registry = load_registry()
+            registry = load_registry(registry_file())
         except RegistryError as exc:  # an invalid registry must not block the queue: the run fails itself
             self._logger.warning(f"run {run.run_id}: no provider tag, the registry is invalid: {exc}")
             return None

@@ -7,7 +7,8 @@ from envduels_dagster.core.models import Gateway, RetryPolicy, open_limiter
 from envduels_dagster.core.models.budget import BudgetError, BudgetLedger, open_ledger
 from envduels_dagster.core.models.call_cache import open_call_cache
 from envduels_dagster.core.models.registry import Registry, load_registry
-from envduels_dagster.settings.locations import envduels_home
+from envduels_dagster.settings.locations import envduels_home, registry_file
+from envduels_dagster.settings.variables import budget_cap, int_value
 
 
 class GatewayResource(dg.ConfigurableResource):
@@ -23,7 +24,7 @@ class GatewayResource(dg.ConfigurableResource):
     simulated_latency_ms: float = 0.0  # pretend simulated models are remote (demos of concurrency, resume tests)
 
     def registry(self) -> Registry:
-        return load_registry(self.registry_path)
+        return load_registry(registry_file(self.registry_path or None))
 
     def gateway(self, registry: Registry | None = None) -> Gateway:
         """A gateway with the call cache and, when a cap is set, the budget ledger (BudgetError before any call
@@ -37,9 +38,10 @@ class GatewayResource(dg.ConfigurableResource):
                              deadline_factor=float(self.max_timeouts))
         return Gateway(registry, open_call_cache(self.cache_path), policy,
                        sim_latency_s=self.simulated_latency_ms / 1000, ledger=ledger,
-                       limiter=open_limiter(self.cache_path))  # provider limits beside the cache: every run
+                       limiter=open_limiter(self.cache_path),  # provider limits beside the cache: every run
+                       litellm_processes=int_value("ENVDUELS_LITELLM_PROCESSES"))  # read in the run's process
 
     def ledger(self, registry: Registry) -> BudgetLedger | None:
         """The budget ledger beside the call cache, or None when no cap is set (nothing is then recorded)."""
         hold_s = self.max_attempts * (self.timeout_s + 20.0) + 60.0  # a call with every retry and backoff
-        return open_ledger(registry, self.cache_path, envduels_home(), hold_s)
+        return open_ledger(registry, budget_cap(), self.cache_path, envduels_home(), hold_s)

@@ -89,16 +89,17 @@ class HomeGatewayResource(GatewayResource):
     cache_path: str = ""
 
     def resolved(self) -> GatewayResource:
-        from envduels_dagster.core.models.registry import registry_path
-        from envduels_dagster.settings.locations import cache_location
+        from envduels_dagster.settings.locations import cache_location, registry_file
 
         fields = {name: getattr(self, name) for name in GatewayResource.model_fields}
-        fields["registry_path"] = str(registry_path(self.registry_path or None))
+        fields["registry_path"] = str(registry_file(self.registry_path or None))
         fields["cache_path"] = self.cache_path or cache_location()
         return GatewayResource(**fields)
 
     def registry(self) -> Registry:
-        return load_registry(self.registry_path or None)
+        from envduels_dagster.settings.locations import registry_file
+
+        return load_registry(registry_file(self.registry_path or None))
 
     def gateway(self, registry: Registry | None = None):
         return self.resolved().gateway(registry)

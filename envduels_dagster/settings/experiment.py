@@ -18,11 +18,12 @@ Nothing here writes except :func:`store`; reading creates no directory.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
-from envduels_dagster.core.storage.experiment_file import ExperimentSettings, home_dir, path_in, read, write
+from envduels_dagster.core.storage.experiment_file import ExperimentSettings, path_in, read, write
+from envduels_dagster.settings.locations import home_dir, registry_file
+from envduels_dagster.settings.variables import is_set
 
 SIZE_ENV = {"envs_per_author": "ENVDUELS_ENVS_PER_AUTHOR", "seeds": "ENVDUELS_SEEDS", "rounds": "ENVDUELS_ROUNDS"}
 FLAG = {"envs_per_author": "--envs-per-author", "seeds": "--seeds", "rounds": "--rounds"}
@@ -40,9 +41,7 @@ def _env_or_default(name: str) -> int:
 
 
 def _registry(path: str | None = None) -> str:
-    from envduels_dagster.core.models.registry import registry_path
-
-    return str(Path(registry_path(path)).resolve())
+    return str(registry_file(path).resolve())
 
 
 def for_runs() -> dict[str, int]:
@@ -60,7 +59,7 @@ def ignored_variables() -> list[str]:
         return []
     out = []
     for name, var in SIZE_ENV.items():
-        if os.environ.get(var, "").strip() and _env_or_default(name) != kept.sizes()[name]:
+        if is_set(var) and _env_or_default(name) != kept.sizes()[name]:
             out.append(f"{var}={_env_or_default(name)} (stored: {kept.sizes()[name]})")
     return out
 
@@ -76,7 +75,7 @@ def requested(flags: dict[str, int | None] | None = None, registry: str | None =
         flag = flags.get(name)
         if flag is not None:
             sizes[name], sources[name] = int(flag), FLAG[name]
-        elif os.environ.get(var, "").strip():
+        elif is_set(var):
             sizes[name], sources[name] = _env_or_default(name), var
         elif kept is not None:
             sizes[name], sources[name] = kept.sizes()[name], f"stored in {path_in(home_dir())}"
@@ -84,7 +83,7 @@ def requested(flags: dict[str, int | None] | None = None, registry: str | None =
             sizes[name], sources[name] = _env_or_default(name), "default"
     if registry:
         sources["registry"] = "--registry"
-    elif os.environ.get("ENVDUELS_REGISTRY"):
+    elif is_set("ENVDUELS_REGISTRY"):
         sources["registry"] = "ENVDUELS_REGISTRY"
     else:
         sources["registry"] = "stored" if kept is not None else "default"

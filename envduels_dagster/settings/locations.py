@@ -17,11 +17,27 @@ from pathlib import Path
 from envduels_dagster.settings.variables import postgres_url_of, text_value, value
 
 
+def home_dir() -> Path:
+    """ENVDUELS_HOME (default ./data) without creating it: loading the definitions reads, never writes."""
+    return Path(text_value("ENVDUELS_HOME") or "data").resolve()
+
+
 def envduels_home() -> Path:
-    home = Path(text_value("ENVDUELS_HOME") or "data").resolve()
+    """ENVDUELS_HOME, created (0700) when missing."""
+    home = home_dir()
     home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o700)
     return home
+
+
+def registry_file(path: str | Path | None = None) -> Path:
+    """The model registry: ``path``, else ENVDUELS_REGISTRY, else the registry the experiment under ENVDUELS_HOME
+    stored (its first run wrote it: core/storage/experiment_file.py), else ./models.yaml (the checkout's, or the
+    copy an installed wheel carries). Reads, never creates; ExperimentFileError when the stored file is bad."""
+    from envduels_dagster.core.models.registry import DEFAULT_REGISTRY
+    from envduels_dagster.core.storage.experiment_file import stored_registry
+
+    return Path(path or text_value("ENVDUELS_REGISTRY") or stored_registry(home_dir()) or DEFAULT_REGISTRY)
 
 
 def warehouse_path() -> Path:

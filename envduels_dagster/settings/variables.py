@@ -229,6 +229,13 @@ def float_value(name: str) -> float:
     return float(value(name))  # type: ignore[arg-type]
 
 
+def budget_cap() -> float | None:
+    """ENVDUELS_BUDGET_USD: the overall spending cap in US dollars, None when unset; BudgetError (core/models/
+    budget.py: the commands that spend say "budget: ...", exit 2) when it cannot be used."""
+    got = value("ENVDUELS_BUDGET_USD")
+    return None if got is None else float(got)  # type: ignore[arg-type]  # parse_budget's float
+
+
 def check_settings(environ: Mapping[str, str] | None = None) -> dict[str, object]:
     """Every setting's value; raise SettingsError naming the first bad one (in table order) and its range."""
     env = os.environ if environ is None else environ

@@ -73,12 +73,12 @@ def test_a_command_reads_flags_then_variables_then_stored_then_defaults(home, mo
 
 
 def test_the_registry_defaults_to_the_one_the_experiment_stored(home, monkeypatch, tmp_path):
-    from envduels_dagster.core.models.registry import registry_path
+    from envduels_dagster.settings.locations import registry_file
 
     _stored(home, registry=str(tmp_path / "mine.yaml"))
-    assert registry_path() == tmp_path / "mine.yaml"
+    assert registry_file() == tmp_path / "mine.yaml"
     monkeypatch.setenv("ENVDUELS_REGISTRY", str(tmp_path / "other.yaml"))
-    assert registry_path() == tmp_path / "other.yaml"  # the variable still names another file
+    assert registry_file() == tmp_path / "other.yaml"  # the variable still names another file
 
 
 def test_a_demo_that_changes_the_stored_sizes_is_priced_and_refused_without_yes(home, capsys, tmp_path):

@@ -43,7 +43,8 @@ import envduels_dagster
 from envduels_dagster.core.storage import project_files
 from envduels_dagster.assets.marts.project import marts_project
 from envduels_dagster.assets.registry.partitions import pair_key, register_models
-from envduels_dagster.core.models.registry import load_registry, registry_path
+from envduels_dagster.core.models.registry import load_registry
+from envduels_dagster.settings.locations import registry_file
 from envduels_dagster.definitions import build_definitions, build_resources
 from envduels_dagster.resources import DuelSettings
 
@@ -57,7 +58,7 @@ by_name = {k.to_user_string(): a for a in defs.assets for k in a.keys}
 resources = build_resources(settings=DuelSettings(envs_per_author=2, benchmark_seeds=[0, 1]))
 quiet = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 with dg.DagsterInstance.ephemeral() as instance:
-    register_models(instance, load_registry(None).names)
+    register_models(instance, load_registry(registry_file()).names)
     done = []
     for name, key in [("model_registry", None), ("authored_environments", "oracle"),
                       ("duel_episodes", pair_key("oracle", "novice")), ("pair_lift", None)]:
@@ -71,7 +72,7 @@ with duckdb.connect(str(warehouse_path()), read_only=True) as conn:
     episodes = conn.execute("SELECT count(*) FROM episodes").fetchone()[0]
     lift = conn.execute("SELECT count(*) FROM pair_lift").fetchone()[0]
 print(json.dumps({"load_s": load_s, "manifest": manifest, "package": envduels_dagster.__file__, "in_checkout": project_files.in_checkout(),
-                  "registry": str(registry_path()), "dbt_project": str(project_files.project_file("dbt_project")),
+                  "registry": str(registry_file()), "dbt_project": str(project_files.project_file("dbt_project")),
                   "done": done, "episodes": episodes, "pair_lift_rows": lift}))
 '''
 

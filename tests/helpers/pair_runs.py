@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
     from envduels_dagster.core.models.registry import load_registry
     from envduels_dagster.definitions import build_definitions, build_resources
     from envduels_dagster.resources import DuelSettings
+    from envduels_dagster.settings.locations import registry_file
 
     stage, names = argv[0], [n for n in (argv[1] if len(argv) > 1 else "").split(",") if n]
     defs = build_definitions()
@@ -42,7 +43,7 @@ def main(argv: list[str]) -> int:
                                  f"{os.environ.get('ENVDUELS_STORAGE', 'embedded')}): {failures}")
 
         if stage == "registry":
-            register_models(instance, load_registry(None).names)
+            register_models(instance, load_registry(registry_file()).names)
             run(by_name["model_registry"])
         elif stage == "authors":
             for author in names:

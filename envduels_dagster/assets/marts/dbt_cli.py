@@ -33,7 +33,9 @@ def offline_dbt_executable() -> str:
 def die_with_parent() -> None:
     """SIGKILL this process when the process named by :data:`PARENT_VAR` ends (Linux); exit at once if it
     already has (then this process was re-parented before it could ask). No variable: nothing is asked."""
-    parent = os.environ.get(PARENT_VAR, "")
+    from envduels_dagster.settings.variables import text_value  # the one table (settings/variables.py)
+
+    parent = text_value(PARENT_VAR) or ""
     if not parent.isdigit() or not sys.platform.startswith("linux"):
         return
     import ctypes

@@ -33,6 +33,7 @@ from envduels_dagster.core.storage.experiment_file import ExperimentFileError
 from envduels_dagster.resources import DuelSettings
 from envduels_dagster.settings.experiment import ignored_variables
 from envduels_dagster.settings.experiment import stored as stored_settings
+from envduels_dagster.settings.locations import registry_file
 from envduels_dagster.settings.variables import float_value, sensor_interval, value
 
 PANEL_MODE_ENV = "ENVDUELS_PANEL_MODE"  # frozen (default) | live: see core/requests/stages.py and the README
@@ -163,7 +164,7 @@ def build_requests_sensor(rounds: int, jobs: list) -> dg.SensorDefinition:
     def envduels_requests(context: dg.SensorEvaluationContext, warehouse: DuckDBResource, settings: DuelSettings):
         book = RequestBook.from_json(context.cursor)
         try:
-            registry = load_registry()
+            registry = load_registry(registry_file())  # ENVDUELS_REGISTRY, else the experiment's stored one
             imports = [p for p in context.instance.get_dynamic_partitions(MODELS_PARTITION) if is_import(p)]
             roster = Roster.from_registry(registry, imports)  # refuses a registry with no author or no solver
             ignored = ignored_variables()

@@ -104,8 +104,9 @@ def launch_after(instance: dg.DagsterInstance, run: dg.DagsterRun, log=None) -> 
     if plan.stages[decision.stage].kind == "downstream":
         return []  # the refresh waits for other requests and is recorded in the sensor's cursor: the sensor's
     from envduels_dagster.core.models.registry import load_registry
+    from envduels_dagster.settings.locations import registry_file
 
-    providers = {m.name: m.provider for m in load_registry().models}
+    providers = {m.name: m.provider for m in load_registry(registry_file()).models}
     requests = stage_run_requests(plan, decision.stage, dimension_orders(instance), providers)
     created = _submit(instance, run, state.instigator_origin_id, requests)
     if log is not None:

@@ -63,11 +63,6 @@ def parse_budget(text: str | None, where: str = BUDGET_ENV) -> float | None:
     return value
 
 
-def budget_from_env() -> float | None:
-    """``ENVDUELS_BUDGET_USD`` as a number, None when unset; BudgetError for anything else."""
-    return parse_budget(os.environ.get(BUDGET_ENV))
-
-
 def priced(entry: ModelEntry) -> bool:
     return entry.input_cost_per_mtok > 0 or entry.output_cost_per_mtok > 0
 
@@ -270,11 +265,12 @@ class BudgetLedger:
             self._local.conn = None
 
 
-def open_ledger(registry: Registry, cache_location: str, home: Path | None,
+def open_ledger(registry: Registry, total: float | None, cache_location: str, home: Path | None,
                 hold_s: float = 3600.0) -> BudgetLedger | None:
     """The ledger every entry point that calls models uses (the runs, ``play``, the pilot): None when no cap is
-    set; BudgetError before any call when ``ENVDUELS_BUDGET_USD`` or a capped model's price cannot be used."""
-    caps = caps_for(registry, budget_from_env())
+    set; BudgetError before any call when a capped model's price cannot be used. ``total``: the overall cap
+    (``ENVDUELS_BUDGET_USD``, parsed by :func:`parse_budget` in settings/variables.py), None for none."""
+    caps = caps_for(registry, total)
     if not caps.active:
         return None
     return BudgetLedger(ledger_path_for(cache_location, home), caps, hold_s)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import random
 import time
 from collections import Counter
@@ -51,16 +50,14 @@ class GatewayStats:
 
 class Gateway:
     def __init__(self, registry: Registry, cache: CallCache | None = None, policy: RetryPolicy | None = None,
-                 sim_latency_s: float = 0.0, litellm_processes: int | None = None, ledger=None,
+                 sim_latency_s: float = 0.0, litellm_processes: int = 0, ledger=None,
                  limiter: ProviderLimiter | None = None):
         self.registry = registry
         # core/budget.BudgetLedger or None: consulted before every call that costs money (a cache miss of a
         # priced model) when a cap is set; a call that would pass a cap raises BudgetExhausted, unmade.
         self.ledger = ledger
         # litellm spends ~8-10 ms of CPU per call: one event loop tops out near 100 calls/s. With
-        # N > 0, litellm calls run in N worker processes instead (ENVDUELS_LITELLM_PROCESSES).
-        if litellm_processes is None:
-            litellm_processes = int(os.environ.get("ENVDUELS_LITELLM_PROCESSES") or 0)
+        # N > 0, litellm calls run in N worker processes instead (ENVDUELS_LITELLM_PROCESSES: the callers pass it).
         self.litellm_processes = max(0, litellm_processes)
         self.cache = cache
         self.policy = policy or RetryPolicy()

@@ -51,7 +51,8 @@ MAX_PRICE_PER_MTOK = 10_000.0  # US dollars per million tokens (the dearest list
 MAX_BUDGET_USD = 10_000_000.0
 MAX_PER_MINUTE = 1_000_000.0  # requests per minute
 MAX_TOKENS_PER_MINUTE = 1e10
-# The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/core/storage/project_files.py).
+# The checkout's models.yaml, or the copy an installed wheel carries (envduels_dagster/core/storage/project_files.py):
+# the registry when no other is named (settings/locations.registry_file).
 DEFAULT_REGISTRY = project_file("models.yaml")
 
 
@@ -314,17 +315,12 @@ class Registry(BaseModel):
         return value
 
 
-def registry_path(path: str | Path | None = None) -> Path:
-    """``path``, else ENVDUELS_REGISTRY, else the registry the experiment under ENVDUELS_HOME stored (its first run
-    wrote it: core/storage/experiment_file.py), else ./models.yaml."""
-    from envduels_dagster.core.storage.experiment_file import stored_registry
+def load_registry(path: str | Path) -> Registry:
+    """Load and validate the registry file ``path``; raise RegistryError naming file, entry and field.
 
-    return Path(path or os.environ.get("ENVDUELS_REGISTRY") or stored_registry() or DEFAULT_REGISTRY)
-
-
-def load_registry(path: str | Path | None = None) -> Registry:
-    """Load and validate the registry; raise RegistryError naming file, entry and field."""
-    p = registry_path(path)
+    Which file (a flag, ENVDUELS_REGISTRY, the experiment's stored one, ./models.yaml) is the caller's choice:
+    ``settings.locations.registry_file()`` makes it; the engine reads no variable itself."""
+    p = Path(path)
     try:
         text = p.read_text()
     except OSError as exc:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -50,12 +49,6 @@ class ExperimentSettings:
         if self.registry != new.registry:
             out.append(f"registry {self.registry} -> {new.registry}")
         return out
-
-
-def home_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """ENVDUELS_HOME (default ./data) without creating it: loading the definitions reads, never writes."""
-    env = os.environ if environ is None else environ
-    return Path(env.get("ENVDUELS_HOME") or "data").resolve()
 
 
 def path_in(home: Path) -> Path:
@@ -111,7 +104,8 @@ def write(home: Path, settings: ExperimentSettings, written_by: str) -> Path:
     return path
 
 
-def stored_registry(environ: Mapping[str, str] | None = None) -> str | None:
-    """The registry file the experiment under ENVDUELS_HOME stored, if any (``core/models/registry.py``)."""
-    stored = read(home_dir(environ))
+def stored_registry(home: Path) -> str | None:
+    """The registry file the experiment under ``home`` (ENVDUELS_HOME, given by settings/locations.py) stored, if
+    any."""
+    stored = read(home)
     return stored.registry if stored is not None else None

@@ -1,4 +1,5 @@
-"""The YAML model registry: valid files, every malformed case, keys, ENVDUELS_REGISTRY."""
+"""The YAML model registry: valid files, every malformed case, keys, the file it is given (which file:
+tests/settings/test_locations.py)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,12 @@ from envduels_dagster.core.models.registry import (
     RegistryError,
     dump_entry,
     load_registry,
-    registry_path,
 )
 from envduels_dagster.sim.profiles import PROFILES
 
 
-def test_repository_registry_lists_the_simulated_models(monkeypatch):
-    monkeypatch.delenv("ENVDUELS_REGISTRY", raising=False)
-    assert registry_path() == DEFAULT_REGISTRY
-    registry = load_registry()
+def test_repository_registry_lists_the_simulated_models():
+    registry = load_registry(DEFAULT_REGISTRY)
     assert registry.names == list(PROFILES)  # the five profiles, strongest first
     assert all(m.is_simulated and m.api_key_env is None for m in registry.models)
 
@@ -321,10 +319,8 @@ def test_gateway_refuses_a_model_whose_key_is_unset_before_any_call(tmp_path, mo
     assert sum(gateway.stats.backend_calls.values()) == 0
 
 
-def test_envduels_registry_overrides_the_default(sim_registry, monkeypatch):
+def test_the_engine_loads_the_file_it_is_given_whatever_the_variable_says(sim_registry, monkeypatch):
+    """Which file is the caller's choice (settings/locations.registry_file, tests/settings/test_locations.py)."""
     path = sim_registry(["expert", "apprentice"])
-    monkeypatch.setenv("ENVDUELS_REGISTRY", str(path))
-    assert registry_path() == path
-    assert load_registry().names == ["expert", "apprentice"]
-    # an explicit path still wins over the variable
-    assert load_registry(DEFAULT_REGISTRY).names == list(PROFILES)
+    monkeypatch.setenv("ENVDUELS_REGISTRY", str(DEFAULT_REGISTRY))
+    assert load_registry(path).names == ["expert", "apprentice"]

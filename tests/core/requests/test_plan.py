@@ -11,7 +11,7 @@ import pytest
 
 from envduels_dagster.core.authoring.prompts import author_environments
 from envduels_dagster.core.models import Gateway
-from envduels_dagster.core.models.registry import load_registry
+from envduels_dagster.core.models.registry import DEFAULT_REGISTRY, load_registry
 from envduels_dagster.core.play.episode import PlayConfig, play_pair
 from envduels_dagster.core.requests.plan import DEFAULTS, PlanSettings, plan_experiment, planned_pairs
 from envduels_dagster.core.requests.plan_report import actual_from_warehouse, compare_rows, measured_rates
@@ -31,7 +31,7 @@ def test_three_authors_and_one_learner_make_three_pairs(roles_registry):
 
 
 def test_the_default_registry_plays_its_full_tournament():
-    registry = load_registry()
+    registry = load_registry(DEFAULT_REGISTRY)
     assert len(planned_pairs(registry)) == len(registry.names) ** 2
 
 
