@@ -25,7 +25,7 @@ import orjson
 
 from envduels_dagster.core.models.contract import WIRE_FIELD
 from envduels_dagster.core.models.errors import MalformedResponse
-from envduels_dagster.core.models.litellm_call import call_config, litellm_module
+from envduels_dagster.core.models.litellm_call import call_config, litellm_module, takes_seed
 from envduels_dagster.core.models.providers import LEAN_LITELLM_PROVIDERS
 from envduels_dagster.core.models.types import REMOTE, BackendCall, BackendError, BackendOptions, CallConfig, Completion
 
@@ -123,7 +123,8 @@ def format_request(route: Route, entry: ModelEntry, messages: list[dict[str, Any
         model_info=None))
     optional = litellm.get_optional_params(model=route.model, custom_llm_provider=route.provider,
                                            temperature=config.temperature, max_tokens=config.max_tokens,
-                                           seed=config.seed, messages=translated, stream=None, **params)
+                                           seed=config.seed if takes_seed(entry.model) else None,
+                                           messages=translated, stream=None, **params)
     key = _api_key(route, entry, config)
     litellm_params = {"api_base": route.api_base}
     if route.provider == "openai":

@@ -79,6 +79,7 @@ CASES = [
     ("openai/o3-mini", "    temperature: 1.0\n    params: {reasoning_effort: low}\n", 7, True),  # system -> user
     ("openai/my-finetune", "", None, False),  # not in litellm's price map: priced by the registry (0)
     ("anthropic/claude-haiku-4-5", "", None, True),
+    ("anthropic/claude-haiku-4-5", "", 7, True),  # Anthropic takes no seed: not sent (it used to fail every call)
     ("anthropic/claude-haiku-4-5", "    temperature: 0.2\n    params: {top_p: 0.9, stop: [END], "
                                    "extra_body: {metadata: {user_id: u1}}}\n", None, True),
     ("anthropic/claude-sonnet-4-5", "    temperature: 1.0\n    params: {thinking: {type: enabled, "
@@ -106,6 +107,7 @@ def test_the_same_wire_request_and_completion_as_litellms_own_acompletion(model,
     assert reply_fields(lean) == reply_fields(full)
     assert lean.text == "hello there" and lean.prompt_tokens == 21
     assert (lean.cost_usd > 0) is priced  # equal costs are litellm's price map's, not two zeros
+    assert ("seed" in body) is (seed is not None and model.startswith("openai/"))
 
 
 def test_the_typed_request_of_a_serve_sim_endpoint_goes_in_the_body_as_litellm_sends_it(tmp_path):
