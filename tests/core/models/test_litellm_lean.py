@@ -266,3 +266,23 @@ def test_a_model_litellm_bridges_to_the_responses_api_keeps_acompletion(tmp_path
 
     entries = registry(tmp_path, "openai/gpt-5-codex", None)
     assert resolve_route(entries.get("lean")) is None  # LitellmLeanBackend hands such calls to litellm_call
+
+
+def test_litellm_worker_processes_serve_only_the_full_path(tmp_path, monkeypatch):
+    """Gateway(litellm_processes=1): a client: litellm entry of openai/anthropic starts no worker process (its
+    litellm work is formatting, in the event loop's process); the workers stay for litellm.acompletion's calls."""
+    monkeypatch.setenv("LEAN_TEST_KEY", KEY)
+
+    async def run():
+        async with ProviderServer() as server:
+            entries = registry(tmp_path, "anthropic/claude-haiku-4-5", server.base)
+            gateway = Gateway(entries, policy=RetryPolicy(max_attempts=1), litellm_processes=1)
+            try:
+                reply = await gateway.chat("lean", MESSAGES)
+                return reply, sorted(gateway._backends), len(server.requests)
+            finally:
+                await gateway.aclose()
+
+    reply, backends, calls = asyncio.run(run())
+    assert reply.text == "hello there" and calls == 1
+    assert backends == [LITELLM_LEAN_BACKEND]  # the litellm backend (and its workers) never started
