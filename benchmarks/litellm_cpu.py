@@ -8,8 +8,10 @@ Starts ``envduels serve-sim`` and, in one process, alternates blocks of ``--call
 * ``litellm.acompletion``: litellm's own call, the minimum (model, messages, api_base, api_key);
 * ``project (litellm_call)``: what the gateway's litellm backend sends (temperature, max_tokens,
   timeout, max_retries=0, seed, the typed request as ``extra_body``, and the cost logic);
-* ``project, no extra_body``, ``project, no seed/timeout``: the same minus one argument group, to
-  find which one costs.
+* ``project, no seed/timeout``: the same minus one argument group, to find which one costs;
+* ``litellm formats, lean sends``: the ``client: litellm`` path of openai/anthropic since issue 45
+  (core/models/litellm_lean.py: litellm's request and reply formats over fast_client's transport);
+* ``lean client (client: fast)``: the OpenAI-compatible lean client, the floor.
 
 Prints CPU milliseconds per call of this process (the server is another process), per variant and
 repeat, then ``--profile N`` entries of a cProfile of one project block (cumulative time).
@@ -57,6 +59,11 @@ def main() -> int:
     request = SolveRequest(env_id="e.r0.0", condition="cold", observation=observation, hint=None, max_turns=10)
     wire = wire_request(entry, BackendCall(messages, 0, entry.temperature, entry.max_tokens, request))
     unpriced: set[str] = set()
+    from envduels_dagster.core.models.http_backend import LeanHTTPBackend
+    from envduels_dagster.core.models.litellm_lean import LitellmLeanBackend
+    from envduels_dagster.core.models.types import BackendOptions
+
+    lean_litellm, lean_http = LitellmLeanBackend(BackendOptions()), LeanHTTPBackend(BackendOptions())
 
     async def own(i):
         await litellm.acompletion(model=entry.model, messages=messages, api_base=base, api_key="no-key",
@@ -70,8 +77,17 @@ def main() -> int:
         no_timeout = CallConfig(entry.temperature, entry.max_tokens, timeout_s=None, request=wire)  # type: ignore[arg-type]
         await litellm_call(entry, messages, no_timeout, unpriced)
 
+    async def formats_lean_sends(i):
+        await lean_litellm.complete(entry, BackendCall(messages, i, entry.temperature, entry.max_tokens, request,
+                                                       None, 60.0))
+
+    async def lean_client(i):
+        await lean_http.complete(entry, BackendCall(messages, i, entry.temperature, entry.max_tokens, request,
+                                                    None, 60.0))
+
     variants = {"litellm.acompletion": own, "project (litellm_call)": project,
-                "project, no seed/timeout": project_no_seed_timeout}
+                "project, no seed/timeout": project_no_seed_timeout,
+                "litellm formats, lean sends": formats_lean_sends, "lean client (client: fast)": lean_client}
 
     async def block(fn) -> float:
         sem = asyncio.Semaphore(args.concurrency)
@@ -96,6 +112,8 @@ def main() -> int:
             profiler.enable()
             await block(project)
             profiler.disable()
+            await lean_litellm.aclose()
+            await lean_http.aclose()
             return profiler
 
         load = os.getloadavg()[0]
@@ -105,7 +123,7 @@ def main() -> int:
     print(f"calls={args.calls} concurrency={args.concurrency} latency_ms={args.latency_ms:g} "
           f"litellm={getattr(litellm, 'version', '?')} load1_at_start={load:.1f} load1_at_end={os.getloadavg()[0]:.1f}")
     for name, values in results.items():
-        print(f"{name:28s} cpu_ms_per_call: {' '.join(f'{v:.2f}' for v in values)}")
+        print(f"{name:30s} cpu_ms_per_call: {' '.join(f'{v:.2f}' for v in values)}")
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.profile)
     print(out.getvalue())
