@@ -141,7 +141,7 @@ def format_request(route: Route, entry: ModelEntry, messages: list[dict[str, Any
         data.pop("extra_headers", None)
         data.pop("extra_query", None)
         data.update(extra)
-        return Wire(url, headers, data, messages, optional, key)
+        return Wire(url, _text(headers), data, messages, optional, key)
     from litellm.anthropic_beta_gated_fields import strip_beta_gated_request_body
     from litellm.anthropic_beta_headers_manager import update_request_with_filtered_beta
 
@@ -155,7 +155,12 @@ def format_request(route: Route, entry: ModelEntry, messages: list[dict[str, Any
                                                       api_base=route.api_base)
     data = dict(strip_beta_gated_request_body(data, headers, drop_params=None, model=route.model,
                                               provider=route.provider))
-    return Wire(route.api_base, dict(headers), data, messages, optional, key)
+    return Wire(route.api_base, _text(headers), data, messages, optional, key)
+
+
+def _text(headers: dict[str, Any]) -> dict[str, str]:
+    """Header values as text (as httpx sends them), unset ones left out."""
+    return {str(name): str(value) for name, value in headers.items() if value is not None}
 
 
 def parse_reply(route: Route, wire: Wire, status: int, headers: dict[str, str], raw: bytes) -> tuple[Completion, Any]:

@@ -286,3 +286,30 @@ def test_litellm_worker_processes_serve_only_the_full_path(tmp_path, monkeypatch
     reply, backends, calls = asyncio.run(run())
     assert reply.text == "hello there" and calls == 1
     assert backends == [LITELLM_LEAN_BACKEND]  # the litellm backend (and its workers) never started
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"])
+def test_no_key_anywhere_is_a_fatal_auth_error_and_nothing_is_sent(model, tmp_path, monkeypatch):
+    """No api_key_env and no provider variable: an auth_error (fatal), never retried, no request made. (litellm's
+    acompletion reports OpenAI's missing key as an InternalServerError, which the gateway retried as a
+    server_error; Anthropic's as an AuthenticationError.)"""
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+
+    async def run():
+        async with ProviderServer() as server:
+            monkeypatch.setenv("OPENAI_BASE_URL", server.base + "/v1")
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base)
+            path = tmp_path / "models.yaml"
+            path.write_text(f"models:\n  - {{name: m, model: {model}}}\n")
+            gateway = Gateway(load_registry(path), policy=RetryPolicy(base_delay_s=0.01))
+            try:
+                with pytest.raises(LLMError) as raised:
+                    await gateway.chat("m", MESSAGES)
+                return raised.value, len(server.requests)
+            finally:
+                await gateway.aclose()
+
+    error, calls = asyncio.run(run())
+    assert error.error_class == "auth_error" and error.fatal and error.attempts == 1 and calls == 0
+    assert "key" in error.message.lower() and ("OPENAI_API_KEY" in error.message or "ANTHROPIC" in error.message)
