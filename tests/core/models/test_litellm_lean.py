@@ -313,3 +313,40 @@ def test_no_key_anywhere_is_a_fatal_auth_error_and_nothing_is_sent(model, tmp_pa
     error, calls = asyncio.run(run())
     assert error.error_class == "auth_error" and error.fatal and error.attempts == 1 and calls == 0
     assert "key" in error.message.lower() and ("OPENAI_API_KEY" in error.message or "ANTHROPIC" in error.message)
+
+
+SHAPES = [  # message lists the providers' transformations rewrite: merged system turns, runs of one role, ...
+    [{"role": "system", "content": "a"}, {"role": "system", "content": "b"}, {"role": "user", "content": "u"},
+     {"role": "user", "content": "v"}],
+    [{"role": "user", "content": "u"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "v"}],
+    [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}],
+    [{"role": "developer", "content": "d"}, {"role": "user", "content": "u"}],
+]
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "openai/o3-mini", "anthropic/claude-haiku-4-5"])
+def test_message_shapes_are_formatted_as_litellm_formats_them(model, tmp_path, monkeypatch):
+    from envduels_dagster.core.models.litellm_call import call_config, litellm_call
+    from envduels_dagster.core.models.litellm_lean import LitellmLeanBackend
+    from envduels_dagster.core.models.types import BackendCall, BackendOptions
+
+    async def run():
+        async with ProviderServer() as server:
+            api_base = server.base + ("/v1" if model.startswith("openai/") else "")
+            extra = "    temperature: 1.0\n" if "o3" in model else ""
+            entry = registry(tmp_path, model, api_base, extra).get("lean")
+            backend = LitellmLeanBackend(BackendOptions())
+            pairs = []
+            try:
+                for messages in SHAPES:
+                    call = BackendCall(messages, 3, entry.temperature, entry.max_tokens, None, KEY, 10.0)
+                    full = await litellm_call(entry, messages, call_config(entry, call))
+                    full_sent = sent(server)
+                    lean = await backend.complete(entry, call)
+                    pairs.append(((full_sent, full), (sent(server), lean)))
+            finally:
+                await backend.aclose()
+            return pairs
+
+    for (full_sent, full), (lean_sent, lean) in asyncio.run(run()):
+        assert lean_sent == full_sent and lean == full
