@@ -34,7 +34,7 @@ class ProviderServer:
     prompt_tokens: int = 21
     completion_tokens: int = 7
     reasoning_tokens: int = 0
-    finish: str = "stop"  # OpenAI's finish_reason; Anthropic's stop_reason is derived (stop -> end_turn)
+    finish: str | None = "stop"  # OpenAI's finish_reason; Anthropic's stop_reason is derived (stop -> end_turn)
     delay_s: float = 0.0
     reply_bytes: int = 0
     requests: list[Recorded] = field(default_factory=list)

@@ -18,7 +18,7 @@ registry's ``client: litellm-full`` (docs/DECISIONS.md). ``litellm_processes`` a
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -169,7 +169,11 @@ def parse_reply(route: Route, wire: Wire, status: int, headers: dict[str, str], 
 
     data = reply_json(status, headers.get("retry-after"), raw)  # HTTPStatusError, MalformedBody
     if route.provider == "openai":
-        return reply_completion(data), data.get("usage")
+        from litellm.litellm_core_utils.core_helpers import map_finish_reason
+
+        done = reply_completion(data)  # litellm's Choices map a finish reason (None: "stop", vLLM's "eos": "stop")
+        finish = map_finish_reason(done.finish_reason) if done.finish_reason is not None else "stop"
+        return replace(done, finish_reason=finish), data.get("usage")
     import httpx
     import litellm
 

@@ -350,3 +350,20 @@ def test_message_shapes_are_formatted_as_litellm_formats_them(model, tmp_path, m
 
     for (full_sent, full), (lean_sent, lean) in asyncio.run(run()):
         assert lean_sent == full_sent and lean == full
+
+
+def test_finish_reasons_read_as_litellm_reads_them(tmp_path, monkeypatch):
+    """litellm maps a server's finish reason (vLLM's "eos", none at all) onto OpenAI's; so does the new path."""
+    monkeypatch.setenv("LEAN_TEST_KEY", KEY)
+
+    async def run():
+        out = []
+        async with ProviderServer() as server:
+            for finish in ("stop", "length", "content_filter", "eos", None):
+                server.finish = finish
+                out.append(await asyncio.to_thread(both, tmp_path, server, "openai/gpt-4o-mini",
+                                                   server.base + "/v1"))
+        return out
+
+    read = [(lean.finish_reason, full.finish_reason) for ((_, lean), (_, full)), _ in asyncio.run(run())]
+    assert read == [(f, f) for f in ("stop", "length", "content_filter", "stop", "stop")]
