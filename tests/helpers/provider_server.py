@@ -34,6 +34,7 @@ class ProviderServer:
     prompt_tokens: int = 21
     completion_tokens: int = 7
     reasoning_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens read from the provider's prompt cache (priced lower)
     finish: str | None = "stop"  # OpenAI's finish_reason; Anthropic's stop_reason is derived (stop -> end_turn)
     delay_s: float = 0.0
     reply_bytes: int = 0
@@ -92,6 +93,8 @@ class ProviderServer:
                        "total_tokens": self.prompt_tokens + self.completion_tokens}
         if self.reasoning_tokens:
             usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
+        if self.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
         return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000, "model": body.get("model"),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": self.text},
                              "finish_reason": self.finish}], "usage": usage}
@@ -104,4 +107,5 @@ class ProviderServer:
         stop = {"stop": "end_turn", "length": "max_tokens"}.get(self.finish, self.finish)
         return {"id": "msg_1", "type": "message", "role": "assistant", "model": body.get("model"), "content": content,
                 "stop_reason": stop, "stop_sequence": None,
-                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": self.completion_tokens}}
+                "usage": {"input_tokens": self.prompt_tokens - self.cached_tokens,
+                          "output_tokens": self.completion_tokens, "cache_read_input_tokens": self.cached_tokens}}

@@ -93,7 +93,7 @@ def test_the_same_wire_request_and_completion_as_litellms_own_acompletion(model,
     monkeypatch.setenv("LEAN_TEST_KEY", KEY)
 
     async def run():
-        async with ProviderServer(reasoning_tokens=3, finish="length") as server:
+        async with ProviderServer(reasoning_tokens=3, cached_tokens=8, finish="length") as server:
             api_base = server.base + ("/v1" if model.startswith("openai/") else "")
             return await asyncio.to_thread(both, tmp_path, server, model, api_base, extra, seed)
 
