@@ -38,7 +38,8 @@ ANTHROPIC_DEFAULT_BASE = "https://api.anthropic.com/v1/messages"
 
 @dataclass(frozen=True)
 class Route:
-    """Where one registry entry's calls go, resolved once (litellm reads its variables when a call is made)."""
+    """Where one registry entry's calls go. Resolved at its first call in a gateway: litellm's variables
+    (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...) are read then, not at every call as litellm.acompletion reads them."""
 
     model: str  # litellm's model name for the provider (the prefix removed)
     provider: str
@@ -223,11 +224,11 @@ class LitellmLeanBackend:
 
     def __init__(self, options: BackendOptions):
         self._client: FastClient | None = None
-        self._routes: dict[tuple[str, str | None], Route | None] = {}
+        self._routes: dict[tuple[str, str | None, str], Route | None] = {}
         self._unpriced: set[str] = set()
 
     def route(self, entry: ModelEntry) -> Route | None:
-        key = (entry.model, entry.api_base)
+        key = (entry.model, entry.api_base, repr((entry.params or {}).get("reasoning_effort")))  # what routes it
         if key not in self._routes:
             self._routes[key] = resolve_route(entry)
         return self._routes[key]
