@@ -13,6 +13,10 @@ Starts ``envduels serve-sim`` and, in one process, alternates blocks of ``--call
   (core/models/litellm_lean.py: litellm's request and reply formats over fast_client's transport);
 * ``lean client (client: fast)``: the OpenAI-compatible lean client, the floor.
 
+``--provider anthropic``: the same against tests/helpers/provider_server.py (the Anthropic Messages API, in its
+own process) with ``anthropic/claude-haiku-4-5``: litellm.acompletion, the project's litellm_call, and the new
+path (the lean OpenAI client does not speak this API).
+
 Prints CPU milliseconds per call of this process (the server is another process), per variant and
 repeat, then ``--profile N`` entries of a cProfile of one project block (cumulative time).
 """
@@ -33,6 +37,24 @@ from servers import sim_server
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+class AnthropicServer:
+    """tests/helpers/provider_server.py in a process of its own (its CPU is not this process's)."""
+
+    def __init__(self, latency_ms: float):
+        import subprocess
+
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.provider_server", str(latency_ms)],
+                                     cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+        self.base = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
+        if not self.base.startswith("http://"):
+            self.proc.kill()
+            raise SystemExit("the Anthropic-format server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=400)
@@ -40,6 +62,7 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", type=int, default=25)
+    parser.add_argument("--provider", choices=("openai", "anthropic"), default="openai")
     args = parser.parse_args()
 
     import os
@@ -50,9 +73,14 @@ def main() -> int:
     from envduels_dagster.core.models.types import BackendCall, CallConfig
 
     litellm = litellm_module()
-    server = sim_server("--host", "127.0.0.1", "--latency-ms", str(args.latency_ms))
+    if args.provider == "anthropic":
+        server = AnthropicServer(args.latency_ms)
+        entry = ModelEntry(name="solver-http", model="anthropic/claude-haiku-4-5", api_base=server.base)
+    else:
+        server = sim_server("--host", "127.0.0.1", "--latency-ms", str(args.latency_ms))
+        entry = ModelEntry(name="solver-http", model="openai/journeyman", api_base=server.base,
+                           request_contract=True)
     base = server.base
-    entry = ModelEntry(name="solver-http", model="openai/journeyman", api_base=base, request_contract=True)
     observation = "I am thinking of an integer between 1 and 100. Guess it."
     messages = [{"role": "system", "content": "You are playing an interactive language game."},
                 {"role": "user", "content": f"Observation: {observation}"}]
@@ -66,12 +94,13 @@ def main() -> int:
     lean_litellm, lean_http = LitellmLeanBackend(BackendOptions()), LeanHTTPBackend(BackendOptions())
 
     async def own(i):
-        await litellm.acompletion(model=entry.model, messages=messages, api_base=base, api_key="no-key",
-                                  extra_body={"envduels_request": wire})
+        extra = {"extra_body": {"envduels_request": wire}} if entry.request_contract else {}
+        await litellm.acompletion(model=entry.model, messages=messages, api_base=base, api_key="no-key", **extra)
 
     async def project(i):
-        await litellm_call(entry, messages, CallConfig(entry.temperature, entry.max_tokens, seed=i, timeout_s=60.0,
-                                                       request=wire), unpriced)
+        seed = i if args.provider == "openai" else None  # litellm takes no seed for Anthropic
+        await litellm_call(entry, messages, CallConfig(entry.temperature, entry.max_tokens, seed=seed, timeout_s=60.0,
+                                                       request=wire if entry.request_contract else None), unpriced)
 
     async def project_no_seed_timeout(i):
         no_timeout = CallConfig(entry.temperature, entry.max_tokens, timeout_s=None, request=wire)  # type: ignore[arg-type]
@@ -88,6 +117,9 @@ def main() -> int:
     variants = {"litellm.acompletion": own, "project (litellm_call)": project,
                 "project, no seed/timeout": project_no_seed_timeout,
                 "litellm formats, lean sends": formats_lean_sends, "lean client (client: fast)": lean_client}
+    if args.provider == "anthropic":
+        variants = {k: variants[k] for k in ("litellm.acompletion", "project (litellm_call)",
+                                             "litellm formats, lean sends")}
 
     async def block(fn) -> float:
         sem = asyncio.Semaphore(args.concurrency)

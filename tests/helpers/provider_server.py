@@ -109,3 +109,15 @@ class ProviderServer:
                 "stop_reason": stop, "stop_sequence": None,
                 "usage": {"input_tokens": self.prompt_tokens - self.cached_tokens,
                           "output_tokens": self.completion_tokens, "cache_read_input_tokens": self.cached_tokens}}
+
+
+async def _serve_forever(delay_s: float) -> None:
+    async with ProviderServer(delay_s=delay_s) as server:
+        print(server.base, flush=True)  # the first line: where it listens (benchmarks/litellm_cpu.py reads it)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":  # python -m tests.helpers.provider_server [delay_ms]: a server in its own process
+    import sys
+
+    asyncio.run(_serve_forever(float(sys.argv[1]) / 1000 if len(sys.argv) > 1 else 0.0))
