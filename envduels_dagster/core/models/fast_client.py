@@ -24,7 +24,7 @@ import aiohttp
 import orjson
 
 from envduels_dagster.core.models.errors import retry_after_seconds
-from envduels_dagster.core.models.types import CallConfig, Completion
+from envduels_dagster.core.models.types import BackendError, CallConfig, Completion
 
 DEFAULT_LIMIT = 8 * 1024 * 1024  # the registry's default max_reply_bytes
 
@@ -107,10 +107,12 @@ def request_body(model: str, messages, config: CallConfig) -> bytes:
 
 
 def check_headers(headers: dict[str, str]) -> None:
-    """Refuse a header name or value with a line break (it would end the header early); the value is not shown."""
+    """Refuse a header name or value with a line break (it would end the header early; a key read from a variable
+    with a trailing newline): a fatal bad_request, nothing sent, the value not shown."""
     for name, value in headers.items():
         if any(c in name or c in value for c in "\r\n"):
-            raise ValueError(f"request header {name.strip()!r} holds a line break: not sent")
+            raise BackendError("bad_request", None, f"request header {name.strip()!r} holds a line break: not sent "
+                               "(a key's variable with a trailing newline? check the variable api_key_env names)")
 
 
 def too_large(limit: int, seen: int | None = None) -> MalformedBody:

@@ -367,3 +367,26 @@ def test_finish_reasons_read_as_litellm_reads_them(tmp_path, monkeypatch):
 
     read = [(lean.finish_reason, full.finish_reason) for ((_, lean), (_, full)), _ in asyncio.run(run())]
     assert read == [(f, f) for f in ("stop", "length", "content_filter", "stop", "stop")]
+
+
+@pytest.mark.parametrize("model, client", [("anthropic/claude-haiku-4-5", "litellm"), ("openai/novice", "fast")])
+def test_a_key_with_a_line_break_is_refused_unsent_and_unshown(model, client, tmp_path, monkeypatch):
+    """A key's variable with a trailing newline would end the request's header early: refused, fatal, not sent."""
+    monkeypatch.setenv("LEAN_TEST_KEY", KEY + "\r\nX-Injected: 1")
+
+    async def run():
+        async with ProviderServer() as server:
+            path = tmp_path / "models.yaml"
+            path.write_text(f"models:\n  - {{name: m, model: {model}, api_base: '{server.base}/v1', "
+                            f"api_key_env: LEAN_TEST_KEY, client: {client}}}\n")
+            gateway = Gateway(load_registry(path))
+            try:
+                with pytest.raises(LLMError) as raised:
+                    await gateway.chat("m", MESSAGES)
+                return raised.value, len(server.requests)
+            finally:
+                await gateway.aclose()
+
+    error, calls = asyncio.run(run())
+    assert error.error_class == "bad_request" and error.fatal and error.attempts == 1 and calls == 0
+    assert "holds a line break: not sent" in error.message and KEY not in str(error)
