@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/throughput.py --latency-ms 50 --episodes 640 --concurrency 64 --backend fast
     .venv/bin/python benchmarks/throughput.py --latency-ms 500 --episodes 640 --concurrency 64 --backend litellm
+    .venv/bin/python benchmarks/throughput.py --latency-ms 500 --episodes 640 --concurrency 64 --backend litellm-full
 
 Starts ``envduels serve-sim --latency-ms L`` on 127.0.0.1 (a separate process), has one simulated
 author write environments in-process (setup, not timed), then plays E episodes of them with an
@@ -10,6 +11,11 @@ asset runs), at most C episodes and C model calls in flight, with the call cache
 pipeline. Prints the setup, ``cpu_ms_per_call=Y`` (this process's CPU time during the timed
 section divided by the model calls made; the server and sandbox workers are other processes) and,
 as its last line, ``ratio=X`` = wall time / (model calls x L / C), the latency bound.
+
+``--backend`` is the solver entry's registry ``client``: ``fast`` the lean OpenAI-compatible client, ``litellm``
+litellm's formats over the lean transport (core/models/litellm_lean.py; the default for openai/anthropic since
+issue 45: the served solver is openai-format, so this is the openai provider's path), ``litellm-full``
+``litellm.acompletion`` (what ``--backend litellm`` measured before issue 45).
 
 Use E a multiple of C so that wave quantization does not dominate. Goals on 2 cores: litellm at
 L=500, C=64, E=640 ratio <= 1.10; the lean path at L=50, C=64, E=640 ratio <= 1.5 and
@@ -68,7 +74,8 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--episodes", type=int, default=640)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--backend", choices=("litellm", "fast"), default="fast")
+    parser.add_argument("--backend", choices=("fast", "litellm", "litellm-full"), default="fast",
+                        help="the solver's registry client (see above)")
     parser.add_argument("--solver", default="journeyman", help="simulated profile that plays (served over HTTP)")
     parser.add_argument("--author", default="expert", help="simulated profile that writes the environments")
     parser.add_argument("--envs", type=int, default=10, help="environments the episodes are spread over")
@@ -113,11 +120,15 @@ def main() -> int:
             seed0 += n
         specs = [s for s in specs if s.benchmark_seeds]
         warmup = None
-        if args.backend == "litellm" and not args.litellm_processes:
+        if args.backend == "litellm":
+            from envduels_dagster.core.models.litellm_lean import resolve_route
+
+            resolve_route(registry.get("solver-http"))  # litellm's import and its route look-up: once per process
+        elif args.backend == "litellm-full" and not args.litellm_processes:
             from envduels_dagster.core.models.litellm_backend import litellm_module
 
             litellm_module()  # import cost (~4 s) is a one-off per process, not per call
-        elif args.backend == "litellm":
+        elif args.backend == "litellm-full":
             warmup = args.litellm_processes  # start the worker processes (they import litellm) before timing
         setup_s = time.perf_counter() - t_setup
 
@@ -187,7 +198,7 @@ def main() -> int:
     print(f"backend={args.backend}{f' ({args.http})' if args.backend == 'fast' else ''} latency_ms={args.latency_ms:g} concurrency={args.concurrency} "
           f"episodes={len(records)} envs={len(specs)} solver={args.solver} cache={'off' if args.no_cache else 'on'}")
     print(f"sandbox workers started={starts[0]} (one per episode)")
-    print(f"setup (authoring + validation{', litellm import' if args.backend == 'litellm' else ''}): {setup_s:.1f}s")
+    print(f"setup (authoring + validation{', litellm import' if args.backend != 'fast' else ''}): {setup_s:.1f}s")
     print(f"statuses: {statuses}  retries={sum(r.retries for r in records)}")
     print(f"model_calls={calls} wall_s={wall:.2f} latency_bound_s={bound:.2f} cpu_s={cpu:.2f}")
     print(f"loadavg_1min_before={load0:.2f} after={os.getloadavg()[0]:.2f} nproc={os.cpu_count()}")

@@ -24,7 +24,7 @@ import aiohttp
 import orjson
 
 from envduels_dagster.core.models.errors import retry_after_seconds
-from envduels_dagster.core.models.types import CallConfig, Completion
+from envduels_dagster.core.models.types import BackendError, CallConfig, Completion
 
 DEFAULT_LIMIT = 8 * 1024 * 1024  # the registry's default max_reply_bytes
 
@@ -42,10 +42,25 @@ class MalformedBody(Exception):
 
 def parse_reply(status: int, retry_after: str | None, raw: bytes) -> Completion:
     """The completion a chat-completions response holds, or the error it means."""
+    return reply_completion(reply_json(status, retry_after, raw))
+
+
+def reply_json(status: int, retry_after: str | None, raw: bytes) -> dict[str, Any]:
+    """A 200 reply's JSON object, or the error a reply means (HTTPStatusError for any other status)."""
     if status != 200:
         raise HTTPStatusError(status, raw[:300].decode(errors="replace"), retry_after_seconds(retry_after))
     try:
         data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise MalformedBody("unreadable completion body: JSONDecodeError") from None
+    if not isinstance(data, dict):
+        raise MalformedBody(f"unreadable completion body: a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def reply_completion(data: dict[str, Any]) -> Completion:
+    """The completion an OpenAI-format chat-completions object holds (MalformedBody if it holds none)."""
+    try:
         choice = data["choices"][0]
         text = choice["message"]["content"]
         usage = data["usage"]
@@ -53,7 +68,7 @@ def parse_reply(status: int, retry_after: str | None, raw: bytes) -> Completion:
         details = usage.get("completion_tokens_details") or {}
         reasoning = details.get("reasoning_tokens") or 0
         finish = choice.get("finish_reason")
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise MalformedBody(f"unreadable completion body: {type(exc).__name__}") from None
     # Found by tests/flows/test_fuzz_inputs.py: a null content (a tool-call reply) or float/bool token counts
     # used to pass through as a reply of None or truncated counts.
@@ -89,6 +104,15 @@ def request_body(model: str, messages, config: CallConfig) -> bytes:
 
         body[WIRE_FIELD] = config.request
     return orjson.dumps(body)
+
+
+def check_headers(headers: dict[str, str]) -> None:
+    """Refuse a header name or value with a line break (it would end the header early; a key read from a variable
+    with a trailing newline): a fatal bad_request, nothing sent, the value not shown."""
+    for name, value in headers.items():
+        if any(c in name or c in value for c in "\r\n"):
+            raise BackendError("bad_request", None, f"request header {name.strip()!r} holds a line break: not sent "
+                               "(a key's variable with a trailing newline? check the variable api_key_env names)")
 
 
 def too_large(limit: int, seen: int | None = None) -> MalformedBody:
@@ -158,12 +182,20 @@ class FastClient:
     async def chat(self, api_base: str, model: str, messages, config: CallConfig) -> Completion:
         """The completion; raises HTTPStatusError, MalformedBody (also for a body over ``config.max_reply_bytes``,
         raw or decompressed, refused before it is read whole), timeouts (``config.timeout_s``), OSError."""
-        data = request_body(model, messages, config)
-        max_reply_bytes = config.max_reply_bytes
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {config.api_key or 'no-key'}"}
-        url = api_base.rstrip("/") + "/chat/completions"
+        status, reply_headers, raw = await self.post(api_base.rstrip("/") + "/chat/completions", headers,
+                                                     request_body(model, messages, config), config.max_reply_bytes,
+                                                     config.timeout_s)
+        return parse_reply(status, reply_headers.get("retry-after"), raw)
+
+    async def post(self, url: str, headers: dict[str, str], data: bytes, max_reply_bytes: int,
+                   timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+        """POST ``data`` to ``url``: (status, headers with lower-case names, body), the body decompressed and
+        refused (MalformedBody) past ``max_reply_bytes``; any status is returned, not raised. What ``chat`` sends
+        with, and what sends the requests litellm formats (``litellm_lean``)."""
+        check_headers(headers)
         session = self._get_session()
-        async with asyncio.timeout(config.timeout_s):
+        async with asyncio.timeout(timeout_s):
             async with session.post(url, data=data, headers=headers) as resp:
                 if (resp.content_length or 0) > max_reply_bytes:
                     raise too_large(max_reply_bytes, resp.content_length)
@@ -173,9 +205,7 @@ class FastClient:
                     if size > max_reply_bytes:
                         raise too_large(max_reply_bytes, size)
                     chunks.append(chunk)
-                raw = b"".join(chunks)
-                status, retry_after = resp.status, resp.headers.get("Retry-After")
-        return parse_reply(status, retry_after, raw)
+                return resp.status, {k.lower(): v for k, v in resp.headers.items()}, b"".join(chunks)
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -288,20 +318,20 @@ class H1Client(FastClient):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._targets: dict[str, tuple] = {}
 
-    def _target(self, api_base: str) -> tuple:
-        target = self._targets.get(api_base)
+    def _target(self, url: str) -> tuple:
+        target = self._targets.get(url)
         if target is None:
             import httptools
 
-            url = httptools.parse_url(api_base.rstrip("/").encode() + b"/chat/completions")
-            scheme, host = url.schema.decode().lower(), url.host.decode()
+            parsed = httptools.parse_url(url.encode())
+            scheme, host = parsed.schema.decode().lower(), parsed.host.decode()
             if scheme not in ("http", "https"):
-                raise ValueError(f"unsupported scheme in api_base {api_base!r}")
-            port = url.port or (443 if scheme == "https" else 80)
-            path = url.path.decode() + (f"?{url.query.decode()}" if url.query else "")
-            host_header = host if url.port is None else f"{host}:{port}"
-            proxied = proxy_for(api_base) is not None
-            target = self._targets[api_base] = (scheme, host, port, path, host_header, proxied)
+                raise ValueError(f"unsupported scheme in api_base {url!r}")
+            port = parsed.port or (443 if scheme == "https" else 80)
+            path = parsed.path.decode() + (f"?{parsed.query.decode()}" if parsed.query else "")
+            host_header = host if parsed.port is None else f"{host}:{port}"
+            proxied = proxy_for(url) is not None
+            target = self._targets[url] = (scheme, host, port, path, host_header, proxied)
         return target
 
     async def _connect(self, scheme: str, host: str, port: int) -> _H1Connection:
@@ -310,28 +340,29 @@ class H1Client(FastClient):
             _H1Connection, host, port, ssl=ssl_context, server_hostname=host if ssl_context else None)
         return conn
 
-    async def chat(self, api_base: str, model: str, messages, config: CallConfig) -> Completion:
-        scheme, host, port, path, host_header, proxied = self._target(api_base)
+    async def post(self, url: str, headers: dict[str, str], data: bytes, max_reply_bytes: int,
+                   timeout_s: float) -> tuple[int, dict[str, str], bytes]:
+        scheme, host, port, path, host_header, proxied = self._target(url)
         if proxied:  # proxies (CONNECT tunnels, absolute-form requests) are aiohttp's job
-            return await super().chat(api_base, model, messages, config)
+            return await super().post(url, headers, data, max_reply_bytes, timeout_s)
+        check_headers(headers)
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # connections belong to the loop that opened them
             self._idle, self._loop = {}, loop
-        data = request_body(model, messages, config)
-        max_reply_bytes = config.max_reply_bytes
-        head = (f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: envduels\r\n"
-                f"Content-Type: application/json\r\nAuthorization: Bearer {config.api_key or 'no-key'}\r\n"
+        lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        agent = "" if any(name.lower() == "user-agent" for name in headers) else "User-Agent: envduels\r\n"
+        head = (f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\n{agent}{lines}"
                 f"Content-Length: {len(data)}\r\n\r\n").encode("latin-1")
         idle = self._idle.setdefault((scheme, host, port), [])
         conn = None
         try:
-            async with asyncio.timeout(config.timeout_s):
+            async with asyncio.timeout(timeout_s):
                 while idle and conn is None:
                     candidate = idle.pop()
                     conn = None if candidate.closed else candidate
                 if conn is None:
                     conn = await self._connect(scheme, host, port)
-                status, headers, raw = await conn.request(head, data, max_reply_bytes)
+                status, reply_headers, raw = await conn.request(head, data, max_reply_bytes)
         except BaseException:
             if conn is not None:
                 conn.close()  # an unfinished exchange: the connection cannot be reused
@@ -340,8 +371,8 @@ class H1Client(FastClient):
             idle.append(conn)
         else:
             conn.close()
-        raw = inflate(raw, headers.get("content-encoding", "identity").lower(), max_reply_bytes)
-        return parse_reply(status, headers.get("retry-after"), raw)
+        return status, reply_headers, inflate(raw, reply_headers.get("content-encoding", "identity").lower(),
+                                              max_reply_bytes)
 
     async def aclose(self) -> None:
         for conns in self._idle.values():

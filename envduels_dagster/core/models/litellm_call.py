@@ -8,6 +8,7 @@ backend and the workers imported each other. ``wire_request`` is shared with the
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from envduels_dagster.core.models.contract import WIRE_FIELD, to_wire
@@ -28,6 +29,17 @@ def litellm_module():
 
     install_for_litellm()  # replies over max_reply_bytes are refused unread (bounded.py)
     return litellm
+
+
+@lru_cache(maxsize=256)
+def takes_seed(model: str) -> bool:
+    """Whether litellm maps a ``seed`` for this model string's provider. Anthropic's API has none: litellm refuses
+    a seed there (UnsupportedParamsError, every call a bad_request), so the seed -- still part of the call cache's
+    key -- is not sent to such providers (docs/DECISIONS.md)."""
+    litellm = litellm_module()
+    name, provider, _, _ = litellm.get_llm_provider(model)
+    supported = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider)
+    return supported is None or "seed" in supported
 
 
 def wire_request(entry: ModelEntry, call: BackendCall) -> dict[str, Any] | None:
@@ -73,7 +85,7 @@ async def litellm_call(entry: ModelEntry, messages, config: CallConfig, unpriced
         kwargs["api_key"] = config.api_key
     elif entry.api_base:
         kwargs["api_key"] = "no-key"  # self-hosted OpenAI-compatible servers (vLLM, Ollama) often need none
-    if config.seed is not None:
+    if config.seed is not None and takes_seed(entry.model):
         kwargs["seed"] = config.seed
     if config.request is not None:
         kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), WIRE_FIELD: config.request}

@@ -11,7 +11,9 @@ rankings' control, a trainer for the studies) is an optional attribute asked for
 
 Resolution of ``<prefix>/<model>``: a provider registered for the prefix; else, for any of
 litellm's providers, the lean OpenAI-compatible client (``openai``/``hosted_vllm`` with an
-``api_base``, see ``ModelEntry.uses_fast_client``) or litellm; else a clear error.
+``api_base``, see ``ModelEntry.uses_fast_client``); else, for ``LEAN_LITELLM_PROVIDERS``, litellm's formats over
+the lean transport (``litellm_lean``); else litellm's ``acompletion`` (also ``client: litellm-full``); else a
+clear error.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ class Routed(Protocol):
     @property
     def uses_fast_client(self) -> bool: ...
 
+    @property
+    def client(self) -> str: ...
+
+    @property
+    def params(self) -> Any: ...
+
 ENTRY_POINT_GROUP = "envduels_dagster.providers"
 
 # Built-in providers by prefix (none today): the simulated models register through the entry point
@@ -38,10 +46,25 @@ PROVIDERS: dict[str, str] = {}
 # Backends for litellm's providers, chosen per entry.
 LITELLM_BACKEND = "litellm"
 LEAN_HTTP_BACKEND = "openai-http"
+LITELLM_LEAN_BACKEND = "litellm-lean"
 BACKENDS: dict[str, str] = {
     LITELLM_BACKEND: "envduels_dagster.core.models.litellm_backend:LitellmBackend",
     LEAN_HTTP_BACKEND: "envduels_dagster.core.models.http_backend:LeanHTTPBackend",
+    LITELLM_LEAN_BACKEND: "envduels_dagster.core.models.litellm_lean:LitellmLeanBackend",
 }
+# The providers whose calls litellm formats and the lean transport sends (``litellm_lean``, issue 45): each one's
+# wire request is compared with litellm's own acompletion in tests/core/models/test_litellm_lean.py. Every other
+# litellm provider, and any entry with ``client: litellm-full``, keeps litellm.acompletion. Add one only with a test.
+LEAN_LITELLM_PROVIDERS: frozenset[str] = frozenset({"openai", "anthropic"})
+# Provider options (the registry's ``params``) whose mapping those tests compare; an entry with any other option
+# keeps litellm.acompletion, which maps every option it knows.
+VERIFIED_PARAMS: frozenset[str] = frozenset({"top_p", "stop", "presence_penalty", "frequency_penalty",
+                                             "reasoning_effort", "thinking", "extra_body"})
+
+
+def lean_eligible(model: str, params: Any) -> bool:
+    """Whether litellm may format and the lean transport send this model's calls (its prefix and ``params``)."""
+    return model.split("/", 1)[0] in LEAN_LITELLM_PROVIDERS and set(params or ()) <= VERIFIED_PARAMS
 
 # litellm.provider_list of the pinned litellm (1.110.2), kept here so that checking a model string
 # needs no litellm import; tests/core/models/test_model_backends.py asserts it equals the installed litellm's.
@@ -89,12 +112,18 @@ def known_prefixes() -> list[str]:
 
 
 def backend_name(model: str, entry: Routed | None = None) -> str:
-    """The backend serving ``model`` (a provider prefix, ``litellm`` or ``openai-http``)."""
+    """The backend serving ``model`` (a provider prefix, ``openai-http``, ``litellm-lean`` or ``litellm``)."""
     prefix = model.split("/", 1)[0]
     if prefix in _providers():
         return prefix
     if prefix in LITELLM_PROVIDERS:
-        return LEAN_HTTP_BACKEND if entry is not None and entry.uses_fast_client else LITELLM_BACKEND
+        if entry is None:
+            return LITELLM_BACKEND
+        if entry.uses_fast_client:
+            return LEAN_HTTP_BACKEND
+        if entry.client != "litellm-full" and lean_eligible(model, entry.params):
+            return LITELLM_LEAN_BACKEND
+        return LITELLM_BACKEND
     close = difflib.get_close_matches(prefix, known_prefixes(), n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise UnknownProviderError(

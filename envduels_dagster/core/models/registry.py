@@ -85,8 +85,9 @@ class ModelEntry(BaseModel):
     max_concurrency: int = Field(8, ge=1, le=1024)
     requests_per_minute: float | None = Field(None, gt=0, le=MAX_PER_MINUTE, allow_inf_nan=False)  # provider limit
     # Client path: "auto" takes the lean HTTP client for OpenAI-compatible servers given by api_base
-    # (openai/... or hosted_vllm/...), litellm for everything else.
-    client: Literal["auto", "litellm", "fast"] = "auto"
+    # (openai/... or hosted_vllm/...), litellm for everything else: for providers.LEAN_LITELLM_PROVIDERS litellm
+    # formats and the lean transport sends (litellm_lean.py), "litellm-full" keeps litellm.acompletion for them.
+    client: Literal["auto", "litellm", "litellm-full", "fast"] = "auto"
     # The endpoint is an `envduels serve-sim` server: send the engine's typed request next to the
     # messages (body field envduels_request). Never set it for a real provider (docs/DECISIONS.md).
     request_contract: bool = False

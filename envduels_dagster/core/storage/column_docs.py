@@ -94,7 +94,7 @@ MODEL_REGISTRY = {
     "max_tokens": "Completion token limit per call.",
     "max_concurrency": "Calls in flight for this model within one pair.",
     "requests_per_minute": "Provider request rate limit, shared by the pool within a run (NULL: none).",
-    "client": "Client path: auto, litellm or fast (the lean HTTP client for OpenAI-compatible servers).",
+    "client": "Client path: auto, litellm, litellm-full or fast (the lean HTTP client for OpenAI-compatible servers).",
     "input_cost_per_mtok": "List price in USD per million prompt tokens.",
     "output_cost_per_mtok": "List price in USD per million completion tokens.",
     "roles": "What the model does: author (writes environments), solver (plays them), or both.",

@@ -38,7 +38,7 @@ def registry_for(tmp_path, base: str, client: str):
     return load_registry(path)
 
 
-@pytest.mark.parametrize("client", ["fast", "litellm"])
+@pytest.mark.parametrize("client", ["fast", "litellm", "litellm-full"])
 @pytest.mark.parametrize("which", ["huge", "bomb"])
 def test_an_oversized_reply_is_refused_early_and_retried_as_malformed(which, client, request, tmp_path):
     srv = request.getfixturevalue(which)
@@ -51,7 +51,7 @@ def test_an_oversized_reply_is_refused_early_and_retried_as_malformed(which, cli
         finally:
             await gateway.aclose()
 
-    if client == "litellm":
+    if client.startswith("litellm"):
         from envduels_dagster.core.models.litellm_backend import litellm_module
 
         litellm_module()  # its import (~5 s) is not the reply's time
@@ -101,12 +101,12 @@ print(json.dumps(out))
 @pytest.mark.slow  # ~30 s on a loaded 2-core machine (a child process importing litellm, 12 hostile replies)
 def test_hostile_replies_end_episodes_incomplete_with_bounded_memory(huge, bomb, tmp_path):
     paths = [registry_for(tmp_path / which, srv.base, client).path
-             for which, srv in (("huge", huge), ("bomb", bomb)) for client in ("fast", "litellm")
+             for which, srv in (("huge", huge), ("bomb", bomb)) for client in ("fast", "litellm", "litellm-full")
              if (tmp_path / which).mkdir(exist_ok=True) is None]
     proc = subprocess.run([sys.executable, "-c", PEAK, *map(str, paths)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(results) == 4
+    assert len(results) == 6
     for status, stop_reason, errors, before_kib, after_kib in results.values():
         assert (status, stop_reason) == ("incomplete", "llm_error")
         assert errors == ["malformed_response"] * 3

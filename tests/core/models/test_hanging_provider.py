@@ -27,7 +27,7 @@ def hanging_server():
     srv.stop()
 
 
-@pytest.mark.parametrize("client", ["fast", "litellm"])
+@pytest.mark.parametrize("client", ["fast", "litellm", "litellm-full"])
 def test_a_hanging_provider_costs_two_timeouts_a_call_and_the_episode_stores_why(hanging_server, tmp_path, client):
     registry = thinker_registry(tmp_path, hanging_server.base, client, f"    timeout_s: {TIMEOUT_S}\n")
     gateway = Gateway(registry)  # the defaults: 5 attempts, 0.5 s first backoff (before: 5 timeouts + 7.5 s)

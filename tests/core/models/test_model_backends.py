@@ -14,6 +14,7 @@ import pytest
 from envduels_dagster.core.models import Gateway, LLMError
 from envduels_dagster.core.models.http_backend import LeanHTTPBackend
 from envduels_dagster.core.models.litellm_backend import LitellmBackend
+from envduels_dagster.core.models.litellm_lean import LitellmLeanBackend
 from envduels_dagster.core.models.providers import (
     LITELLM_PROVIDERS,
     UnknownProviderError,
@@ -38,12 +39,16 @@ def test_each_prefix_gets_its_backend(tmp_path):
     reg = registry(tmp_path, "  - {name: sim, model: envduels-sim/novice}\n"
                              "  - {name: lean, model: hosted_vllm/q, api_base: 'http://127.0.0.1:9/v1'}\n"
                              "  - {name: forced, model: openai/q, api_base: 'http://127.0.0.1:9/v1', client: litellm}\n"
-                             "  - {name: cloud, model: anthropic/claude}\n")
+                             "  - {name: cloud, model: anthropic/claude}\n"
+                             "  - {name: full, model: anthropic/claude, client: litellm-full}\n"
+                             "  - {name: other, model: groq/llama}\n")
     gateway = Gateway(reg)
     kinds = {name: type(gateway.backend(reg.get(name))) for name in reg.names}
-    assert kinds == {"sim": SimBackend, "lean": LeanHTTPBackend, "forced": LitellmBackend, "cloud": LitellmBackend}
+    assert kinds == {"sim": SimBackend, "lean": LeanHTTPBackend, "forced": LitellmLeanBackend,
+                     "cloud": LitellmLeanBackend, "full": LitellmBackend, "other": LitellmBackend}
     assert gateway.backend(reg.get("forced")) is gateway.backend(reg.get("cloud"))  # one instance per backend
-    assert [m.is_simulated for m in reg.models] == [True, False, False, False]
+    assert gateway.backend(reg.get("full")) is gateway.backend(reg.get("other"))
+    assert [m.is_simulated for m in reg.models] == [True, False, False, False, False, False]
 
 
 def test_unknown_prefix_names_the_model_string_and_the_known_prefixes():

@@ -27,7 +27,7 @@ def reasoning_server():
 
 
 
-@pytest.mark.parametrize("client", ["fast", "litellm"])
+@pytest.mark.parametrize("client", ["fast", "litellm", "litellm-full"])
 def test_params_reach_the_body_and_reasoning_tokens_are_counted_and_priced_apart(reasoning_server, tmp_path,
                                                                                   client):
     registry = thinker_registry(tmp_path, reasoning_server.base, client, "    max_tokens: 4000\n" + PARAMS)
@@ -60,7 +60,7 @@ def test_params_are_part_of_the_cache_key(tmp_path):
     assert len(cache) == 2  # other options, another call (a cached reply is never served across them)
 
 
-@pytest.mark.parametrize("client", ["fast", "litellm"])
+@pytest.mark.parametrize("client", ["fast", "litellm", "litellm-full"])
 def test_a_reply_cut_at_max_tokens_ends_the_episode_as_length_not_a_format_error(reasoning_server, tmp_path,
                                                                                   client):
     registry = thinker_registry(tmp_path, reasoning_server.base, client, "    max_tokens: 310\n")
@@ -92,7 +92,7 @@ def test_the_pair_metadata_counts_cut_replies_apart():
     assert "cut_at_max_tokens_advice" not in cut_replies(df.iloc[[1]], "thinker")
 
 
-@pytest.mark.parametrize("client", ["fast", "litellm"])
+@pytest.mark.parametrize("client", ["fast", "litellm", "litellm-full"])
 def test_the_entrys_timeout_bounds_each_call(tmp_path, client):
     srv = SimServerProcess("--latency-ms", "3000")
     try:

@@ -163,7 +163,7 @@ SOLVE_MESSAGES = [{"role": "system", "content": "play"},
 
 
 @pytest.mark.slow  # about a second or more (--durations, 1 Dec 2026): kept out of the inner loop
-@pytest.mark.parametrize("client", ["fast", "litellm"])
+@pytest.mark.parametrize("client", ["fast", "litellm", "litellm-full"])
 def test_real_providers_receive_exactly_todays_messages(client, tmp_path):
     recorder = Recorder()
 
@@ -187,7 +187,7 @@ def test_real_providers_receive_exactly_todays_messages(client, tmp_path):
         assert body["max_tokens"] == 1024
 
 
-@pytest.mark.parametrize("client", ["fast", "litellm"])
+@pytest.mark.parametrize("client", ["fast", "litellm", "litellm-full"])
 def test_a_declared_serve_sim_endpoint_gets_the_request_and_answers_like_in_process(client, tmp_path):
     server = SimServer(ServerConfig())
     seen: list[dict] = []

@@ -229,12 +229,12 @@ def test_litellm_worker_processes_give_the_in_process_episodes(sim_registry, tmp
   - name: apprentice-http
     model: openai/apprentice
     api_base: {server.base}
-    client: litellm
+    client: litellm-full
     request_contract: true
   - name: unreachable
     model: openai/apprentice
     api_base: http://127.0.0.1:9/v1
-    client: litellm
+    client: litellm-full
 """)
         from envduels_dagster.core.models import RetryPolicy
 
