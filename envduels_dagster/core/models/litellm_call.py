@@ -7,6 +7,7 @@ backend and the workers imported each other. ``wire_request`` is shared with the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,24 @@ def call_config(entry: ModelEntry, call: BackendCall) -> CallConfig:
                       request=wire_request(entry, call), api_key=call.api_key)
 
 
+def read_model_response(response: Any) -> Completion:
+    """The completion a litellm ``ModelResponse`` holds (cost None), or MalformedResponse: shared by
+    ``litellm_call`` and ``litellm_lean`` (which parses Anthropic's replies with litellm's own transformation)."""
+    try:
+        choice = response.choices[0]
+        text = choice.message.content
+        usage = response.usage
+        pt, ct = int(usage.prompt_tokens), int(usage.completion_tokens)
+        details = getattr(usage, "completion_tokens_details", None)
+        rt = int(getattr(details, "reasoning_tokens", None) or 0)
+        finish = getattr(choice, "finish_reason", None)
+    except (AttributeError, IndexError, TypeError, ValueError) as exc:
+        raise MalformedResponse(f"response lacks content or usage: {exc}") from None
+    if not isinstance(text, str):
+        raise MalformedResponse("response content is not text")
+    return Completion(text, pt, ct, None, max(0, min(rt, ct)), finish if isinstance(finish, str) else None)
+
+
 async def litellm_call(entry: ModelEntry, messages, config: CallConfig, unpriced: set[str] | None = None,
                        ) -> Completion:
     """One litellm call -> the completion (cost None: priced with the registry's prices).
@@ -99,18 +118,7 @@ async def litellm_call(entry: ModelEntry, messages, config: CallConfig, unpriced
         raise
     finally:
         REPLY_CAP.reset(token)
-    try:
-        choice = response.choices[0]
-        text = choice.message.content
-        usage = response.usage
-        pt, ct = int(usage.prompt_tokens), int(usage.completion_tokens)
-        details = getattr(usage, "completion_tokens_details", None)
-        rt = int(getattr(details, "reasoning_tokens", None) or 0)
-        finish = getattr(choice, "finish_reason", None)
-    except (AttributeError, IndexError, TypeError, ValueError) as exc:
-        raise MalformedResponse(f"response lacks content or usage: {exc}") from None
-    if not isinstance(text, str):
-        raise MalformedResponse("response content is not text")
+    reply = read_model_response(response)
     cost = None
     if not registry_priced and "input_cost_per_token" not in kwargs:
         hidden = getattr(response, "_hidden_params", None) or {}
@@ -126,4 +134,4 @@ async def litellm_call(entry: ModelEntry, messages, config: CallConfig, unpriced
                 cost = None
                 if unpriced is not None:
                     unpriced.add(entry.model)
-    return Completion(text, pt, ct, cost, max(0, min(rt, ct)), finish if isinstance(finish, str) else None)
+    return dataclasses.replace(reply, cost_usd=cost)

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from envduels_dagster.core.models.contract import WIRE_FIELD
-from envduels_dagster.core.models.errors import MalformedResponse
-from envduels_dagster.core.models.litellm_call import call_config, litellm_module, takes_seed
+from envduels_dagster.core.models.litellm_call import call_config, litellm_module, read_model_response, takes_seed
 from envduels_dagster.core.models.providers import LEAN_LITELLM_PROVIDERS
 from envduels_dagster.core.models.types import REMOTE, BackendCall, BackendError, BackendOptions, CallConfig, Completion
 
@@ -183,18 +182,7 @@ def parse_reply(route: Route, wire: Wire, status: int, headers: dict[str, str], 
         model_response=litellm.ModelResponse(), logging_obj=_Unlogged(), request_data=wire.body,
         messages=wire.messages, optional_params=wire.optional_params, litellm_params={}, encoding=None,
         api_key=wire.api_key, json_mode=wire.optional_params.get("json_mode"))
-    try:
-        choice = response.choices[0]
-        text, usage = choice.message.content, response.usage
-        pt, ct = int(usage.prompt_tokens), int(usage.completion_tokens)
-        details = getattr(usage, "completion_tokens_details", None)
-        rt = int(getattr(details, "reasoning_tokens", None) or 0)
-        finish = getattr(choice, "finish_reason", None)
-    except (AttributeError, IndexError, TypeError, ValueError) as exc:
-        raise MalformedResponse(f"response lacks content or usage: {exc}") from None
-    if not isinstance(text, str):
-        raise MalformedResponse("response content is not text")
-    return Completion(text, pt, ct, None, max(0, min(rt, ct)), finish if isinstance(finish, str) else None), response
+    return read_model_response(response), response
 
 
 def price(route: Route, priced_by: Any) -> float | None:

@@ -288,6 +288,25 @@ def test_litellm_worker_processes_serve_only_the_full_path(tmp_path, monkeypatch
     assert backends == [LITELLM_LEAN_BACKEND]  # the litellm backend (and its workers) never started
 
 
+def _refused_call(tmp_path, entry, policy: RetryPolicy | None = None) -> tuple[LLMError, int]:
+    """One call to a one-model registry (``entry(server)``: its YAML mapping) that must fail: the error, and how
+    many requests reached the server."""
+
+    async def run():
+        async with ProviderServer() as server:
+            path = tmp_path / "models.yaml"
+            path.write_text(f"models:\n  - {entry(server)}\n")
+            gateway = Gateway(load_registry(path), policy=policy)
+            try:
+                with pytest.raises(LLMError) as raised:
+                    await gateway.chat("m", MESSAGES)
+                return raised.value, len(server.requests)
+            finally:
+                await gateway.aclose()
+
+    return asyncio.run(run())
+
+
 @pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"])
 def test_no_key_anywhere_is_a_fatal_auth_error_and_nothing_is_sent(model, tmp_path, monkeypatch):
     """No api_key_env and no provider variable: an auth_error (fatal), never retried, no request made. (litellm's
@@ -296,21 +315,12 @@ def test_no_key_anywhere_is_a_fatal_auth_error_and_nothing_is_sent(model, tmp_pa
     for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(variable, raising=False)
 
-    async def run():
-        async with ProviderServer() as server:
-            monkeypatch.setenv("OPENAI_BASE_URL", server.base + "/v1")
-            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base)
-            path = tmp_path / "models.yaml"
-            path.write_text(f"models:\n  - {{name: m, model: {model}}}\n")
-            gateway = Gateway(load_registry(path), policy=RetryPolicy(base_delay_s=0.01))
-            try:
-                with pytest.raises(LLMError) as raised:
-                    await gateway.chat("m", MESSAGES)
-                return raised.value, len(server.requests)
-            finally:
-                await gateway.aclose()
+    def entry(server):
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base + "/v1")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base)
+        return f"{{name: m, model: {model}}}"
 
-    error, calls = asyncio.run(run())
+    error, calls = _refused_call(tmp_path, entry, RetryPolicy(base_delay_s=0.01))
     assert error.error_class == "auth_error" and error.fatal and error.attempts == 1 and calls == 0
     assert "key" in error.message.lower() and ("OPENAI_API_KEY" in error.message or "ANTHROPIC" in error.message)
 
@@ -374,19 +384,7 @@ def test_a_key_with_a_line_break_is_refused_unsent_and_unshown(model, client, tm
     """A key's variable with a trailing newline would end the request's header early: refused, fatal, not sent."""
     monkeypatch.setenv("LEAN_TEST_KEY", KEY + "\r\nX-Injected: 1")
 
-    async def run():
-        async with ProviderServer() as server:
-            path = tmp_path / "models.yaml"
-            path.write_text(f"models:\n  - {{name: m, model: {model}, api_base: '{server.base}/v1', "
-                            f"api_key_env: LEAN_TEST_KEY, client: {client}}}\n")
-            gateway = Gateway(load_registry(path))
-            try:
-                with pytest.raises(LLMError) as raised:
-                    await gateway.chat("m", MESSAGES)
-                return raised.value, len(server.requests)
-            finally:
-                await gateway.aclose()
-
-    error, calls = asyncio.run(run())
+    error, calls = _refused_call(tmp_path, lambda server: f"{{name: m, model: {model}, api_base: '{server.base}/v1', "
+                                                          f"api_key_env: LEAN_TEST_KEY, client: {client}}}")
     assert error.error_class == "bad_request" and error.fatal and error.attempts == 1 and calls == 0
     assert "holds a line break: not sent" in error.message and KEY not in str(error)
